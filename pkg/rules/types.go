@@ -1,0 +1,155 @@
+// Package rules turns a redirect Spec into a RuleSet: a backend-neutral
+// description of the tables, chains and rules one pod netns gets. It is
+// pure: no I/O, no netlink, no exec. Backends render or program a RuleSet.
+package rules
+
+import "net/netip"
+
+// Family is an address family the pod has an address in.
+type Family uint8
+
+const (
+	IPv4 Family = 4
+	IPv6 Family = 6
+)
+
+func (f Family) String() string {
+	if f == IPv6 {
+		return "ipv6"
+	}
+	return "ipv4"
+}
+
+// Mode is how inbound traffic reaches the proxy.
+type Mode string
+
+const (
+	Redirect Mode = "REDIRECT"
+	TProxy   Mode = "TPROXY"
+)
+
+// PortRange is an inclusive range; a single port has First == Last.
+type PortRange struct{ First, Last uint16 }
+
+// Spec is the full input of Generate: one pod's redirect, already resolved
+// from profile defaults, plugin config and pod annotations.
+type Spec struct {
+	Mesh         string
+	Families     []Family // families the pod has addresses in
+	ProxyUID     uint32
+	ProxyGID     *uint32 // nil: no GID exemption
+	InboundPort  uint16
+	OutboundPort uint16
+	TunnelPort   uint16 // 0: none
+	Mode         Mode
+
+	InboundPorts    []PortRange // nil: every port
+	IgnoreInbound   []PortRange
+	IncludeOutbound []PortRange // nil: every port
+	IgnoreOutbound  []PortRange
+	IncludeSubnets  []netip.Prefix // nil: every destination
+	SkipSubnets     []netip.Prefix
+	ExcludeIfaces   []string
+
+	CaptureDNS bool
+	DNSPort    uint16
+}
+
+// RuleSet is everything mesh-cni programs into one pod netns. Tables hold
+// rules for both families; an address match limits a rule to its family,
+// and a rule whose address list has no prefix of a family is left out of it.
+type RuleSet struct {
+	Families []Family
+	Tables   []Table
+	// PolicyRoutes are needed by TPROXY: "ip rule fwmark Mark lookup Table"
+	// plus "local default dev lo table Table", per family.
+	PolicyRoutes []PolicyRoute
+}
+
+// PolicyRoute is a fwmark rule and its local route table.
+type PolicyRoute struct {
+	Mark  uint32
+	Table int
+}
+
+// Table is one netfilter table: "nat", "mangle" or "raw".
+type Table struct {
+	Name   string
+	Chains []Chain
+}
+
+// Hook attaches a chain to a netfilter hook. Empty: a regular chain reached
+// only by jumps.
+type Hook string
+
+const (
+	NoHook     Hook = ""
+	PreRouting Hook = "PREROUTING"
+	Output     Hook = "OUTPUT"
+)
+
+// Chain is one of our chains. All names start with "MESH_".
+type Chain struct {
+	Name  string
+	Hook  Hook
+	Rules []Rule
+}
+
+// Proto is the L4 protocol match.
+type Proto string
+
+const (
+	AnyProto Proto = ""
+	TCP      Proto = "tcp"
+	UDP      Proto = "udp"
+)
+
+// Rule is one match + verdict. Every set field must match.
+type Rule struct {
+	Proto       Proto
+	InIface     string
+	NotInIface  bool
+	OutIface    string
+	NotOutIface bool
+	Src         []netip.Prefix
+	NotSrc      bool
+	Dst         []netip.Prefix
+	NotDst      bool
+	DPorts      []PortRange
+	NotDPorts   bool
+	SPorts      []PortRange
+	UID         *uint32
+	NotUID      bool
+	GID         *uint32
+	NotGID      bool
+	Mark        *Mark
+	NotMark     bool
+	CtState     []string // e.g. "RELATED", "ESTABLISHED"
+	Verdict     Verdict
+	Comment     string
+}
+
+// Mark is a value/mask pair.
+type Mark struct{ Value, Mask uint32 }
+
+// VerdictKind is what a matching rule does.
+type VerdictKind string
+
+const (
+	Return          VerdictKind = "RETURN"
+	Jump            VerdictKind = "JUMP"
+	Accept          VerdictKind = "ACCEPT"
+	RedirectTo      VerdictKind = "REDIRECT"
+	TProxyTo        VerdictKind = "TPROXY"
+	SetMark         VerdictKind = "MARK"
+	ConnmarkSave    VerdictKind = "CONNMARK_SAVE"
+	ConnmarkRestore VerdictKind = "CONNMARK_RESTORE"
+)
+
+// Verdict is the action of a rule.
+type Verdict struct {
+	Kind  VerdictKind
+	Chain string // Jump
+	Port  uint16 // RedirectTo, TProxyTo
+	Mark  Mark   // TProxyTo, SetMark
+}
