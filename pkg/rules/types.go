@@ -1,3 +1,25 @@
+// IR notes (additions since the first version; nothing renamed):
+//   - Rule.CtMark matches the conntrack mark (iptables "-m connmark --mark",
+//     nft "ct mark"); TPROXY needs it to restore the mark on replies only.
+//   - Spec.SkipOutboundSubnets skips destinations only (istio
+//     excludeOutboundIPRanges); Spec.SkipSubnets skips both ways (inbound by
+//     source, outbound by destination).
+//   - Spec.IncludeOutbound and Spec.IncludeSubnets combine with OR, as Istio's
+//     includeOutboundPorts/includeOutboundIPRanges do: a connection is
+//     redirected outbound when its destination is in IncludeSubnets (nil:
+//     every destination) or its port is in IncludeOutbound. An empty,
+//     non-nil InboundPorts redirects no inbound port.
+//   - Spec.LoopbackToInbound sends the proxy's own connections to a local,
+//     non-loopback address through the inbound redirect (istio's
+//     "VIP to self" rule).
+//   - Layout the backends share (see README.md): nft is one "table inet
+//     mesh_cni" holding every chain of every Table; a hooked chain is a base
+//     chain: nat PREROUTING/OUTPUT "type nat priority -100", mangle
+//     PREROUTING "type filter priority -150", mangle OUTPUT "type route
+//     priority -150". iptables: a hooked chain is a user chain jumped to
+//     from the built-in chain of its table. Chain names are unique across
+//     tables. NotDPorts lists always fit one multiport match (<= 15 refs).
+
 // Package rules turns a redirect Spec into a RuleSet: a backend-neutral
 // description of the tables, chains and rules one pod netns gets. It is
 // pure: no I/O, no netlink, no exec. Backends render or program a RuleSet.
@@ -50,6 +72,9 @@ type Spec struct {
 	IncludeSubnets  []netip.Prefix // nil: every destination
 	SkipSubnets     []netip.Prefix
 	ExcludeIfaces   []string
+
+	SkipOutboundSubnets []netip.Prefix // destinations only
+	LoopbackToInbound   bool           // proxy to a local non-loopback address goes inbound
 
 	CaptureDNS bool
 	DNSPort    uint16
@@ -124,6 +149,7 @@ type Rule struct {
 	NotGID      bool
 	Mark        *Mark
 	NotMark     bool
+	CtMark      *Mark    // conntrack mark match
 	CtState     []string // e.g. "RELATED", "ESTABLISHED"
 	Verdict     Verdict
 	Comment     string
