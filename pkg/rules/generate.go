@@ -1,0 +1,322 @@
+package rules
+
+import (
+	"net/netip"
+	"slices"
+)
+
+// Fixed values of the TPROXY contract, the ones Envoy uses.
+const (
+	TProxyMark = 1337 // marks intercepted connections (and the proxy's upstream sockets)
+	LoopMark   = 1338 // marks the proxy's own traffic to a local address (TPROXY + LoopbackToInbound)
+	RouteTable = 133  // "local default dev lo" table for TProxyMark
+	DNSPort    = 53
+)
+
+// Chain names.
+const (
+	ChainInbound        = "MESH_INBOUND"
+	ChainInRedirect     = "MESH_IN_REDIRECT"
+	ChainOutput         = "MESH_OUTPUT"
+	ChainTProxyInbound  = "MESH_TPROXY_INBOUND"
+	ChainTProxyOutput   = "MESH_TPROXY_OUTPUT"
+	ChainTProxy         = "MESH_TPROXY"
+	ChainDivert         = "MESH_DIVERT"
+	commentPrefix       = "mesh-cni/"
+	fullMask     uint32 = 0xffffffff
+)
+
+var (
+	// Loopback, per family: never TPROXY or self-redirect these.
+	loopbackHosts = []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32"), netip.MustParsePrefix("::1/128")}
+	// Envoy's inbound passthrough source addresses.
+	passthroughSources = []netip.Prefix{netip.MustParsePrefix("127.0.0.6/32"), netip.MustParsePrefix("::6/128")}
+)
+
+// Generate builds the RuleSet for spec. It is pure and deterministic: the
+// same Spec always gives the same RuleSet.
+func Generate(spec Spec) RuleSet {
+	s := normalize(spec)
+	rs := RuleSet{Families: s.Families}
+	nat := Table{Name: "nat"}
+	var mangle *Table
+	if s.Mode == TProxy {
+		mangle = &Table{Name: "mangle", Chains: tproxyChains(s)}
+		rs.PolicyRoutes = []PolicyRoute{{Mark: TProxyMark, Table: RouteTable}}
+	} else {
+		nat.Chains = append(nat.Chains, inRedirectChain(s), inboundChain(s))
+	}
+	nat.Chains = append(nat.Chains, outputChain(s))
+	rs.Tables = append(rs.Tables, nat)
+	if mangle != nil {
+		rs.Tables = append(rs.Tables, *mangle)
+	}
+	return rs
+}
+
+// inboundIgnore is every port inbound redirection must leave alone.
+func inboundIgnore(s Spec) []PortRange {
+	ports := slices.Clone(s.IgnoreInbound)
+	if s.TunnelPort != 0 {
+		ports = append(ports, PortRange{s.TunnelPort, s.TunnelPort})
+	}
+	return mergePorts(ports)
+}
+
+func inRedirectChain(s Spec) Chain {
+	c := Chain{Name: ChainInRedirect}
+	if ign := inboundIgnore(s); len(ign) > 0 {
+		c.Rules = append(c.Rules, Rule{Proto: TCP, DPorts: ign, Verdict: Verdict{Kind: Return}, Comment: cm("inbound-ignore-ports")})
+	}
+	redirect := Verdict{Kind: RedirectTo, Port: s.InboundPort}
+	switch {
+	case s.InboundPorts == nil:
+		c.Rules = append(c.Rules, Rule{Proto: TCP, Verdict: redirect, Comment: cm("inbound-redirect")})
+	case len(s.InboundPorts) > 0:
+		c.Rules = append(c.Rules, Rule{Proto: TCP, DPorts: s.InboundPorts, Verdict: redirect, Comment: cm("inbound-redirect-ports")})
+	}
+	return c
+}
+
+func inboundChain(s Spec) Chain {
+	c := Chain{Name: ChainInbound, Hook: PreRouting}
+	c.Rules = append(c.Rules, excludeIfaceRules(s, true)...)
+	if len(s.SkipSubnets) > 0 {
+		c.Rules = append(c.Rules, Rule{Src: s.SkipSubnets, Verdict: Verdict{Kind: Return}, Comment: cm("skip-subnets")})
+	}
+	c.Rules = append(c.Rules, Rule{Proto: TCP, Verdict: Verdict{Kind: Jump, Chain: ChainInRedirect}, Comment: cm("inbound")})
+	return c
+}
+
+func excludeIfaceRules(s Spec, in bool) []Rule {
+	var out []Rule
+	for _, name := range s.ExcludeIfaces {
+		r := Rule{Verdict: Verdict{Kind: Return}, Comment: cm("exclude-interface")}
+		if in {
+			r.InIface = name
+		} else {
+			r.OutIface = name
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+// proxyRules returns one rule per proxy identity (UID, then GID) with v.
+func proxyRules(s Spec, base Rule) []Rule {
+	uid := base
+	uid.UID = ptr(s.ProxyUID)
+	out := []Rule{uid}
+	if s.ProxyGID != nil {
+		gid := base
+		gid.GID = ptr(*s.ProxyGID)
+		gid.Comment = base.Comment + "-gid"
+		out = append(out, gid)
+	}
+	return out
+}
+
+func outputChain(s Spec) Chain {
+	c := Chain{Name: ChainOutput, Hook: Output}
+	ret := Verdict{Kind: Return}
+	c.Rules = append(c.Rules, excludeIfaceRules(s, false)...)
+	if s.LoopbackToInbound {
+		c.Rules = append(c.Rules, Rule{OutIface: "lo", Src: passthroughSources, Verdict: ret, Comment: cm("inbound-passthrough")})
+		if s.Mode != TProxy {
+			// The proxy calling its own pod (a Service VIP that resolved to
+			// itself) gets the inbound treatment, as Istio does.
+			c.Rules = append(c.Rules, proxyRules(s, Rule{Proto: TCP, OutIface: "lo", Dst: loopbackHosts, NotDst: true,
+				Verdict: Verdict{Kind: Jump, Chain: ChainInRedirect}, Comment: cm("proxy-to-self")})...)
+		}
+	}
+	c.Rules = append(c.Rules, proxyRules(s, Rule{Verdict: ret, Comment: cm("proxy")})...)
+	if s.CaptureDNS {
+		dns := []PortRange{{DNSPort, DNSPort}}
+		to := Verdict{Kind: RedirectTo, Port: s.DNSPort}
+		c.Rules = append(c.Rules,
+			Rule{Proto: UDP, DPorts: dns, Verdict: to, Comment: cm("dns")},
+			Rule{Proto: TCP, DPorts: dns, Verdict: to, Comment: cm("dns")})
+	}
+	c.Rules = append(c.Rules, Rule{OutIface: "lo", Verdict: ret, Comment: cm("loopback")})
+	if len(s.IgnoreOutbound) > 0 {
+		c.Rules = append(c.Rules, Rule{Proto: TCP, DPorts: s.IgnoreOutbound, Verdict: ret, Comment: cm("outbound-ignore-ports")})
+	}
+	if skip := mergePrefixes(append(slices.Clone(s.SkipSubnets), s.SkipOutboundSubnets...)); len(skip) > 0 {
+		c.Rules = append(c.Rules, Rule{Dst: skip, Verdict: ret, Comment: cm("skip-subnets")})
+	}
+	redirect := Verdict{Kind: RedirectTo, Port: s.OutboundPort}
+	if s.IncludeSubnets == nil {
+		c.Rules = append(c.Rules, Rule{Proto: TCP, Verdict: redirect, Comment: cm("outbound-redirect")})
+		return c
+	}
+	if len(s.IncludeSubnets) > 0 {
+		c.Rules = append(c.Rules, Rule{Proto: TCP, Dst: s.IncludeSubnets, Verdict: redirect, Comment: cm("outbound-include-subnets")})
+	}
+	if len(s.IncludeOutbound) > 0 {
+		c.Rules = append(c.Rules, Rule{Proto: TCP, DPorts: s.IncludeOutbound, Verdict: redirect, Comment: cm("outbound-include-ports")})
+	}
+	return c
+}
+
+// tproxyChains is the mangle table of TPROXY mode, after Istio's layout:
+// new inbound connections are TPROXYed to the inbound port with TProxyMark,
+// established ones are marked and accepted, and the mark is kept in
+// conntrack so replies of the proxy's transparent upstream connections are
+// routed back to it through RouteTable.
+func tproxyChains(s Spec) []Chain {
+	ret := Verdict{Kind: Return}
+	mark := &Mark{TProxyMark, fullMask}
+	divert := Chain{Name: ChainDivert, Rules: []Rule{
+		{Verdict: Verdict{Kind: SetMark, Mark: *mark}, Comment: cm("divert-mark")},
+		{Verdict: Verdict{Kind: Accept}, Comment: cm("divert")},
+	}}
+	tproxy := Chain{Name: ChainTProxy, Rules: []Rule{{
+		Proto: TCP, Dst: loopbackHosts, NotDst: true,
+		Verdict: Verdict{Kind: TProxyTo, Port: s.InboundPort, Mark: *mark}, Comment: cm("tproxy"),
+	}}}
+
+	in := Chain{Name: ChainTProxyInbound, Hook: PreRouting}
+	in.Rules = append(in.Rules, excludeIfaceRules(s, true)...)
+	in.Rules = append(in.Rules,
+		Rule{Proto: TCP, Mark: mark, Verdict: Verdict{Kind: ConnmarkSave}, Comment: cm("tproxy-save-mark")},
+		Rule{Proto: TCP, Mark: mark, Verdict: ret, Comment: cm("tproxy-marked")})
+	if s.LoopbackToInbound {
+		in.Rules = append(in.Rules,
+			Rule{Proto: TCP, InIface: "lo", Src: passthroughSources, Verdict: ret, Comment: cm("inbound-passthrough")},
+			Rule{Proto: TCP, InIface: "lo", Mark: &Mark{LoopMark, fullMask}, NotMark: true, Verdict: ret, Comment: cm("loopback")})
+	} else {
+		in.Rules = append(in.Rules, Rule{Proto: TCP, InIface: "lo", Verdict: ret, Comment: cm("loopback")})
+	}
+	if ign := inboundIgnore(s); len(ign) > 0 {
+		in.Rules = append(in.Rules, Rule{Proto: TCP, DPorts: ign, Verdict: ret, Comment: cm("inbound-ignore-ports")})
+	}
+	if len(s.SkipSubnets) > 0 {
+		in.Rules = append(in.Rules, Rule{Src: s.SkipSubnets, Verdict: ret, Comment: cm("skip-subnets")})
+	}
+	in.Rules = append(in.Rules, Rule{Proto: TCP, CtState: []string{"RELATED", "ESTABLISHED"},
+		Verdict: Verdict{Kind: Jump, Chain: ChainDivert}, Comment: cm("tproxy-established")})
+	toTProxy := Verdict{Kind: Jump, Chain: ChainTProxy}
+	switch {
+	case s.InboundPorts == nil:
+		in.Rules = append(in.Rules, Rule{Proto: TCP, Verdict: toTProxy, Comment: cm("inbound-tproxy")})
+	case len(s.InboundPorts) > 0:
+		in.Rules = append(in.Rules, Rule{Proto: TCP, DPorts: s.InboundPorts, Verdict: toTProxy, Comment: cm("inbound-tproxy-ports")})
+	}
+
+	out := Chain{Name: ChainTProxyOutput, Hook: Output}
+	out.Rules = append(out.Rules, Rule{Proto: TCP, CtMark: mark, Verdict: Verdict{Kind: ConnmarkRestore}, Comment: cm("tproxy-restore-mark")})
+	if s.LoopbackToInbound {
+		out.Rules = append(out.Rules, proxyRules(s, Rule{Proto: TCP, OutIface: "lo", Dst: loopbackHosts, NotDst: true,
+			Verdict: Verdict{Kind: SetMark, Mark: Mark{LoopMark, fullMask}}, Comment: cm("proxy-to-self")})...)
+	}
+	return []Chain{divert, tproxy, in, out}
+}
+
+func cm(s string) string { return commentPrefix + s }
+
+func ptr[T any](v T) *T { return &v }
+
+// normalize sorts and merges every list so renderings are stable and nft
+// anonymous sets never hold overlapping intervals. nil stays nil: it means
+// "every" for the include lists.
+func normalize(s Spec) Spec {
+	s.Families = normFamilies(s.Families)
+	if s.Mode == "" {
+		s.Mode = Redirect
+	}
+	if s.CaptureDNS && s.DNSPort == 0 {
+		s.CaptureDNS = false
+	}
+	s.InboundPorts = mergePorts(s.InboundPorts)
+	s.IgnoreInbound = mergePorts(s.IgnoreInbound)
+	s.IncludeOutbound = mergePorts(s.IncludeOutbound)
+	s.IgnoreOutbound = mergePorts(s.IgnoreOutbound)
+	s.IncludeSubnets = mergePrefixes(s.IncludeSubnets)
+	s.SkipSubnets = mergePrefixes(s.SkipSubnets)
+	s.SkipOutboundSubnets = mergePrefixes(s.SkipOutboundSubnets)
+	ifaces := slices.Clone(s.ExcludeIfaces)
+	slices.Sort(ifaces)
+	s.ExcludeIfaces = slices.Compact(ifaces)
+	return s
+}
+
+// normFamilies sorts and dedupes; no family at all means both, so a pod
+// whose addresses are unknown never has an unredirected family.
+func normFamilies(in []Family) []Family {
+	var out []Family
+	for _, f := range []Family{IPv4, IPv6} {
+		if len(in) == 0 || slices.Contains(in, f) {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+func mergePorts(in []PortRange) []PortRange {
+	if in == nil {
+		return nil
+	}
+	rs := slices.Clone(in)
+	for i, r := range rs {
+		if r.First > r.Last {
+			rs[i] = PortRange{r.Last, r.First}
+		}
+	}
+	slices.SortFunc(rs, func(a, b PortRange) int { return int(a.First) - int(b.First) })
+	out := make([]PortRange, 0, len(rs))
+	for _, r := range rs {
+		if n := len(out); n > 0 && uint32(r.First) <= uint32(out[n-1].Last)+1 {
+			out[n-1].Last = max(out[n-1].Last, r.Last)
+			continue
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+// mergePrefixes masks, sorts (IPv4 first) and drops prefixes covered by
+// another one.
+func mergePrefixes(in []netip.Prefix) []netip.Prefix {
+	if in == nil {
+		return nil
+	}
+	ps := make([]netip.Prefix, 0, len(in))
+	for _, p := range in {
+		if p.IsValid() {
+			ps = append(ps, p.Masked())
+		}
+	}
+	slices.SortFunc(ps, func(a, b netip.Prefix) int {
+		if c := a.Addr().Compare(b.Addr()); c != 0 {
+			return c
+		}
+		return a.Bits() - b.Bits()
+	})
+	out := make([]netip.Prefix, 0, len(ps))
+	for _, p := range ps {
+		if n := len(out); n > 0 && out[n-1].Addr().Is4() == p.Addr().Is4() && out[n-1].Bits() <= p.Bits() && out[n-1].Contains(p.Addr()) {
+			continue
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
+// familyOf says which family a prefix belongs to.
+func familyOf(p netip.Prefix) Family {
+	if p.Addr().Is4() {
+		return IPv4
+	}
+	return IPv6
+}
+
+// ForFamily returns the prefixes of ps in family f.
+func ForFamily(ps []netip.Prefix, f Family) []netip.Prefix {
+	var out []netip.Prefix
+	for _, p := range ps {
+		if familyOf(p) == f {
+			out = append(out, p)
+		}
+	}
+	return out
+}
