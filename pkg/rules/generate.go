@@ -15,15 +15,15 @@ const (
 
 // Chain names.
 const (
-	ChainInbound        = "MESH_INBOUND"
-	ChainInRedirect     = "MESH_IN_REDIRECT"
-	ChainOutput         = "MESH_OUTPUT"
-	ChainTProxyInbound  = "MESH_TPROXY_INBOUND"
-	ChainTProxyOutput   = "MESH_TPROXY_OUTPUT"
-	ChainTProxy         = "MESH_TPROXY"
-	ChainDivert         = "MESH_DIVERT"
-	commentPrefix       = "mesh-cni/"
-	fullMask     uint32 = 0xffffffff
+	ChainInbound              = "MESH_INBOUND"
+	ChainInRedirect           = "MESH_IN_REDIRECT"
+	ChainOutput               = "MESH_OUTPUT"
+	ChainTProxyInbound        = "MESH_TPROXY_INBOUND"
+	ChainTProxyOutput         = "MESH_TPROXY_OUTPUT"
+	ChainTProxy               = "MESH_TPROXY"
+	ChainDivert               = "MESH_DIVERT"
+	commentPrefix             = "mesh-cni/"
+	fullMask           uint32 = 0xffffffff
 )
 
 var (
