@@ -1,0 +1,429 @@
+package install
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/containernetworking/cni/libcni"
+)
+
+// nodeName maps a fixture to a file name with the extension it has on a node.
+func nodeName(fixture string) string { return "10-" + fixture }
+
+func fixtureNames(t *testing.T) []string {
+	ents, err := os.ReadDir("testdata/conflists")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, e := range ents {
+		if ext := filepath.Ext(e.Name()); ext == ".conf" || ext == ".conflist" {
+			out = append(out, e.Name())
+		}
+	}
+	if len(out) < 30 {
+		t.Fatalf("only %d fixtures", len(out))
+	}
+	return out
+}
+
+// refused lists valid-JSON fixtures that must not be chained into.
+var refused = map[string]string{
+	"broken-primary-lost-istio-only.conflist": "no primary (interface) plugin",
+	"kthw-loopback-cni1.1.0.conf":             "no primary (interface) plugin",
+}
+
+func TestFixtures(t *testing.T) {
+	for _, name := range fixtureNames(t) {
+		t.Run(name, func(t *testing.T) {
+			e := newEnv(t, nil)
+			orig := fixture(t, name)
+			file := nodeName(name)
+			e.put(t, file, orig)
+			before := snapshot(t, e.conf)
+			if _, err := e.in.InstallBinary(); err != nil {
+				t.Fatal(err)
+			}
+			res, err := e.in.Reconcile()
+			if strings.HasPrefix(name, "broken-") || refused[name] != "" {
+				if err == nil {
+					t.Fatalf("chained into %s: %s", name, e.read(t, file))
+				}
+				if want := refused[name]; want != "" && !strings.Contains(err.Error(), want) {
+					t.Errorf("error %q does not say %q", err, want)
+				}
+				if !errors.Is(err, ErrNoPrimary) && refused[name] == "" && !strings.HasPrefix(name, "broken-primary") {
+					t.Errorf("error does not say there is no primary: %v", err)
+				}
+				sameFiles(t, before, snapshot(t, e.conf))
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !res.Wrote {
+				t.Fatal("nothing written")
+			}
+			chained := loadChained(t, res.Conf)
+			conv := strings.HasSuffix(file, ".conf")
+			if conv {
+				if _, err := os.Stat(filepath.Join(e.conf, file)); !os.IsNotExist(err) {
+					t.Errorf(".conf still there after conversion: %v", err)
+				}
+				c, err := libcni.ConfFromBytes(orig)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if chained.CNIVersion != c.Network.CNIVersion || chained.Name != c.Network.Name {
+					t.Errorf("conversion changed version/name: %q/%q, was %q/%q", chained.CNIVersion, chained.Name, c.Network.CNIVersion, c.Network.Name)
+				}
+				var a, b any
+				json.Unmarshal(orig, &a)
+				json.Unmarshal(chained.Plugins[0].Bytes, &b)
+				ab, _ := json.Marshal(a)
+				bb, _ := json.Marshal(b)
+				if !bytes.Equal(ab, bb) {
+					t.Errorf("plugin changed in conversion:\n%s\n%s", ab, bb)
+				}
+			} else {
+				out := e.read(t, file)
+				stripped, n, err := removePlugins(out, "mesh-cni")
+				if err != nil || n != 1 || !bytes.Equal(stripped, orig) {
+					t.Errorf("chained file is not the original plus our entry (n=%d, err=%v):\n%s", n, err, out)
+				}
+				old, err := libcni.ConfListFromBytes(orig)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if chained.CNIVersion != old.CNIVersion || len(chained.Plugins) != len(old.Plugins)+1 {
+					t.Errorf("version or plugins changed")
+				}
+			}
+			// Idempotent: a second pass writes nothing.
+			if res2, err := e.in.Reconcile(); err != nil || res2.Wrote {
+				t.Fatalf("second pass: wrote=%v err=%v", res2.Wrote, err)
+			}
+			// The primary rewrites its file: we chain again.
+			if !conv {
+				e.put(t, file, orig)
+				res3, err := e.in.Reconcile()
+				if err != nil || !res3.Wrote || !res3.Rechained {
+					t.Fatalf("after rewrite: %+v err=%v", res3, err)
+				}
+				loadChained(t, res3.Conf)
+			}
+			// Uninstall restores the conf dir byte for byte.
+			if err := e.in.Uninstall(); err != nil {
+				t.Fatal(err)
+			}
+			sameFiles(t, before, snapshot(t, e.conf))
+			if _, err := os.Stat(filepath.Join(e.state, "install.json")); !os.IsNotExist(err) {
+				t.Errorf("install record left behind: %v", err)
+			}
+		})
+	}
+}
+
+func TestOnlyPrimaryTouched(t *testing.T) {
+	e := newEnv(t, nil)
+	e.put(t, "10-calico.conflist", fixture(t, "calico-manifest-portmap-bandwidth.conflist"))
+	e.put(t, "05-cilium.conflist.bak", fixture(t, "cilium-default.conflist"))
+	e.put(t, "20-flannel.conflist", fixture(t, "flannel-kube-flannel.conflist"))
+	e.put(t, "99-loopback.conf", fixture(t, "kthw-loopback-cni1.1.0.conf"))
+	e.put(t, ".10-calico.conflist.swp", []byte("garbage"))
+	e.put(t, "calico-kubeconfig", []byte("apiVersion: v1\n"))
+	os.MkdirAll(filepath.Join(e.conf, "multus.d"), 0o755)
+	e.put(t, "multus.d/00-delegate.conflist", fixture(t, "kindnet-ipv4.conflist"))
+	before := snapshot(t, e.conf)
+	res, err := e.in.Reconcile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if filepath.Base(res.Conf) != "10-calico.conflist" {
+		t.Fatalf("chained %s", res.Conf)
+	}
+	after := snapshot(t, e.conf)
+	delete(before, "10-calico.conflist")
+	delete(after, "10-calico.conflist")
+	sameFiles(t, before, after)
+}
+
+func TestInvalidEarlierFileSkipped(t *testing.T) {
+	e := newEnv(t, nil)
+	e.put(t, "05-cilium.conflist", fixture(t, "broken-cilium-portmap-trailing-comma.conflist"))
+	e.put(t, "10-flannel.conflist", fixture(t, "flannel-kube-flannel.conflist"))
+	res, err := e.in.Reconcile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if filepath.Base(res.Conf) != "10-flannel.conflist" {
+		t.Fatalf("chained %s", res.Conf)
+	}
+	if !bytes.Equal(e.read(t, "05-cilium.conflist"), fixture(t, "broken-cilium-portmap-trailing-comma.conflist")) {
+		t.Error("broken file was touched")
+	}
+}
+
+// A file that just changed and is not valid yet may be mid-write: wait
+// instead of chaining into the next file.
+func TestSettlingFileWaitedFor(t *testing.T) {
+	e := newEnv(t, nil)
+	e.put(t, "10-flannel.conflist", fixture(t, "flannel-kube-flannel.conflist"))
+	half := fixture(t, "calico-manifest-cni1.0.0.conflist")[:100]
+	if err := os.WriteFile(filepath.Join(e.conf, "05-calico.conflist"), half, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err := e.in.Reconcile()
+	if !errors.Is(err, ErrSettling) {
+		t.Fatalf("want ErrSettling, got %v", err)
+	}
+	if !bytes.Equal(e.read(t, "10-flannel.conflist"), fixture(t, "flannel-kube-flannel.conflist")) {
+		t.Error("next file was chained while the first was settling")
+	}
+}
+
+func TestNoPrimaryNotReady(t *testing.T) {
+	e := newEnv(t, nil)
+	_, err := e.in.Reconcile()
+	if !errors.Is(err, ErrNoPrimary) {
+		t.Fatalf("want ErrNoPrimary, got %v", err)
+	}
+	e.put(t, "10-kindnet.conflist", fixture(t, "kindnet-ipv4.conflist"))
+	res, err := e.in.Reconcile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	loadChained(t, res.Conf)
+}
+
+func TestStaleEntryReplaced(t *testing.T) {
+	e := newEnv(t, nil)
+	orig := fixture(t, "kindnet-ipv4.conflist")
+	stale := []byte(`{"type":"mesh-cni","logLevel":"debug"}`)
+	withStale, err := appendPlugin(orig, stale)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Another chained plugin after ours: ours must move, theirs stay.
+	withStale, err = appendPlugin(withStale, []byte(`{"type":"bandwidth","capabilities":{"bandwidth":true}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.put(t, "10-kindnet.conflist", withStale)
+	res, err := e.in.Reconcile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := loadChained(t, res.Conf)
+	types := []string{}
+	for _, p := range l.Plugins {
+		types = append(types, p.Network.Type)
+	}
+	if strings.Join(types, ",") != "ptp,portmap,bandwidth,mesh-cni" {
+		t.Fatalf("chain %v", types)
+	}
+	var got map[string]any
+	json.Unmarshal(l.Plugins[3].Bytes, &got)
+	if got["logLevel"] != "info" || got["kubeconfig"] != testHostPaths.Kubeconfig {
+		t.Errorf("entry not replaced: %s", l.Plugins[3].Bytes)
+	}
+}
+
+// Our entry anywhere in the chain is fine: moving it last would fight
+// another installer that also wants to be last.
+func TestEntryNotLastLeftAlone(t *testing.T) {
+	e := newEnv(t, nil)
+	orig, _ := appendPlugin(fixture(t, "kindnet-ipv4.conflist"), e.in.cfg.Entry)
+	orig, _ = appendPlugin(orig, []byte(`{"type":"istio-cni"}`))
+	e.put(t, "10-kindnet.conflist", orig)
+	res, err := e.in.Reconcile()
+	if err != nil || res.Wrote {
+		t.Fatalf("wrote=%v err=%v", res.Wrote, err)
+	}
+}
+
+func TestConfiguredFileName(t *testing.T) {
+	e := newEnv(t, func(c *Config) { c.ConfFileName = "20-flannel.conf" })
+	e.put(t, "10-calico.conflist", fixture(t, "calico-manifest-cni1.0.0.conflist"))
+	e.put(t, "20-flannel.conflist", fixture(t, "flannel-kube-flannel.conflist"))
+	res, err := e.in.Reconcile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if filepath.Base(res.Conf) != "20-flannel.conflist" {
+		t.Fatalf("chained %s, want the configured name with .conflist fallback", res.Conf)
+	}
+	if !bytes.Equal(e.read(t, "10-calico.conflist"), fixture(t, "calico-manifest-cni1.0.0.conflist")) {
+		t.Error("lexically first file touched although a name is configured")
+	}
+}
+
+func TestSubdirChaining(t *testing.T) {
+	e := newEnv(t, func(c *Config) { c.Subdir = true })
+	orig := fixture(t, "kindnet-ipv4.conflist")
+	e.put(t, "10-kindnet.conflist", orig)
+	res, err := e.in.Reconcile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Conf != filepath.Join(e.conf, "kindnet", "mesh-cni.conf") {
+		t.Fatalf("conf %s", res.Conf)
+	}
+	if !bytes.Equal(e.read(t, "10-kindnet.conflist"), orig) {
+		t.Error("primary edited in subdir mode")
+	}
+	// libcni ≥ 1.3 loads the subdir plugin after the inlined ones.
+	loadChained(t, filepath.Join(e.conf, "10-kindnet.conflist"))
+	if err := e.in.Uninstall(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(e.conf, "kindnet")); !os.IsNotExist(err) {
+		t.Errorf("subdir left behind: %v", err)
+	}
+}
+
+func TestStandalone(t *testing.T) {
+	e := newEnv(t, func(c *Config) { c.Chained = false })
+	e.put(t, "00-multus.conf", fixture(t, "multus-thin-flannel.conf"))
+	before := snapshot(t, e.conf)
+	res, err := e.in.Reconcile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := loadChained(t, res.Conf)
+	if l.Name != "mesh-cni" || len(l.Plugins) != 1 {
+		t.Fatalf("standalone list %s", l.Bytes)
+	}
+	if err := e.in.Uninstall(); err != nil {
+		t.Fatal(err)
+	}
+	sameFiles(t, before, snapshot(t, e.conf))
+}
+
+func TestConversionCrashLeavesLoadableConfig(t *testing.T) {
+	// A crash after the .conflist is written and before the .conf is
+	// removed leaves both; the .conf sorts first and still loads, and the
+	// next pass finishes the job without complaint.
+	e := newEnv(t, nil)
+	orig := fixture(t, "flannel-legacy-v0.9.1.conf")
+	e.put(t, "10-flannel.conf", orig)
+	if _, err := e.in.Reconcile(); err != nil {
+		t.Fatal(err)
+	}
+	e.put(t, "10-flannel.conf", orig)
+	p, _, err := FindPrimary(e.conf, "")
+	if err != nil || filepath.Base(p) != "10-flannel.conf" {
+		t.Fatalf("primary %s %v", p, err)
+	}
+	res, err := e.in.Reconcile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	loadChained(t, res.Conf)
+	if err := e.in.Uninstall(); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(e.read(t, "10-flannel.conf"), orig) {
+		t.Error(".conf not restored")
+	}
+}
+
+func TestConversionRefusesForeignConflist(t *testing.T) {
+	e := newEnv(t, nil)
+	e.put(t, "10-flannel.conf", fixture(t, "flannel-legacy-v0.9.1.conf"))
+	e.put(t, "10-flannel.conflist", fixture(t, "broken-weave-hairpin-True.conflist"))
+	before := snapshot(t, e.conf)
+	if _, err := e.in.Reconcile(); err == nil || !strings.Contains(err.Error(), "not written by mesh-cni") {
+		t.Fatalf("want refusal, got %v", err)
+	}
+	sameFiles(t, before, snapshot(t, e.conf))
+}
+
+func TestUninstallKeepsPrimaryChanges(t *testing.T) {
+	// The primary rewrote its file with new content while we were chained;
+	// uninstall takes only our entry out and keeps theirs.
+	e := newEnv(t, nil)
+	e.put(t, "10-calico.conflist", fixture(t, "calico-manifest-portmap-bandwidth.conflist"))
+	if _, err := e.in.Reconcile(); err != nil {
+		t.Fatal(err)
+	}
+	newer := fixture(t, "calico-manifest-cni1.0.0.conflist")
+	withUs, _ := appendPlugin(newer, e.in.cfg.Entry)
+	e.put(t, "10-calico.conflist", withUs)
+	if err := e.in.Uninstall(); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(e.read(t, "10-calico.conflist"), newer) {
+		t.Errorf("got %s", e.read(t, "10-calico.conflist"))
+	}
+}
+
+func TestBadInput(t *testing.T) {
+	t.Run("missing conf dir", func(t *testing.T) {
+		e := newEnv(t, nil)
+		os.RemoveAll(e.conf)
+		if _, err := e.in.Reconcile(); err == nil || !strings.Contains(err.Error(), "conf dir") {
+			t.Fatalf("got %v", err)
+		}
+	})
+	t.Run("missing bin dir", func(t *testing.T) {
+		e := newEnv(t, nil)
+		os.RemoveAll(e.bin)
+		if _, err := e.in.InstallBinary(); err == nil || !strings.Contains(err.Error(), "bin dir") {
+			t.Fatalf("got %v", err)
+		}
+	})
+	t.Run("missing plugin in image", func(t *testing.T) {
+		e := newEnv(t, nil)
+		os.Remove(e.plugin)
+		if _, err := e.in.InstallBinary(); err == nil {
+			t.Fatal("no error")
+		}
+	})
+	t.Run("unreadable primary", func(t *testing.T) {
+		e := newEnv(t, nil)
+		if err := os.Symlink(filepath.Join(e.root, "nowhere"), filepath.Join(e.conf, "05-dangling.conflist")); err != nil {
+			t.Fatal(err)
+		}
+		os.Mkdir(filepath.Join(e.conf, "07-dir.conflist"), 0o755)
+		e.put(t, "10-kindnet.conflist", fixture(t, "kindnet-ipv4.conflist"))
+		res, err := e.in.Reconcile()
+		if err != nil || filepath.Base(res.Conf) != "10-kindnet.conflist" {
+			t.Fatalf("%+v %v", res, err)
+		}
+	})
+	t.Run("garbage only", func(t *testing.T) {
+		e := newEnv(t, nil)
+		e.put(t, "10-x.conflist", []byte("\x00\x01garbage{{{"))
+		e.put(t, "20-y.conf", []byte(`{"name":"y"}`))
+		before := snapshot(t, e.conf)
+		_, err := e.in.Reconcile()
+		if !errors.Is(err, ErrNoPrimary) || !strings.Contains(err.Error(), "10-x.conflist") || !strings.Contains(err.Error(), "perhaps this is a .conflist") {
+			t.Fatalf("unclear error: %v", err)
+		}
+		sameFiles(t, before, snapshot(t, e.conf))
+	})
+	t.Run("bad plugin config", func(t *testing.T) {
+		for _, raw := range []string{`{"type":"other"}`, `not json`, `{"type":"mesh-cni","type":"mesh-cni"}`, `[]`} {
+			if _, err := BuildEntry([]byte(raw), testHostPaths); err == nil {
+				t.Errorf("accepted %s", raw)
+			}
+		}
+	})
+}
+
+func TestBuildEntryHostPaths(t *testing.T) {
+	e, err := BuildEntry([]byte(`{"cniVersion":"0.4.0","name":"x","type":"mesh-cni","kubeconfig":"/x","logLevel":"debug"}`), testHostPaths)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `{"type":"mesh-cni","kubeconfig":"/var/lib/mesh-cni/kubeconfig","logLevel":"debug","agentSocket":"/var/run/mesh-cni/agent.sock","reportSocket":"/var/run/mesh-cni/report.sock","readyMarker":"/var/run/mesh-cni/ready"}`
+	if string(e) != want {
+		t.Fatalf("got  %s\nwant %s", e, want)
+	}
+}

@@ -1,0 +1,218 @@
+package install
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/fsnotify/fsnotify"
+)
+
+// State is reported after every pass of the watch loop.
+type State struct {
+	Result
+	BinaryChanged bool
+	Err           error // nil: binary and config are in place
+	Watching      bool
+}
+
+// WatchOptions tune the loop; zero values take the defaults.
+type WatchOptions struct {
+	Resync      time.Duration // full re-check without events (default 1m)
+	RetryDelay  time.Duration // after an error (default 2s)
+	SettleDelay time.Duration // while a file is mid-write (default 100ms)
+	// FightWindow and FightCount: that many re-chains within the window
+	// means something keeps removing us (default 5 in 1m).
+	FightWindow time.Duration
+	FightCount  int
+}
+
+func (o *WatchOptions) defaults() {
+	if o.Resync == 0 {
+		o.Resync = time.Minute
+	}
+	if o.RetryDelay == 0 {
+		o.RetryDelay = 2 * time.Second
+	}
+	if o.SettleDelay == 0 {
+		o.SettleDelay = 100 * time.Millisecond
+	}
+	if o.FightWindow == 0 {
+		o.FightWindow = time.Minute
+	}
+	if o.FightCount == 0 {
+		o.FightCount = 5
+	}
+}
+
+// Run installs the binary, chains the plugin and keeps both in place until
+// ctx ends, calling report after every pass. It returns only when ctx is
+// done or the file watch cannot be kept (the caller restarts it).
+func (in *Installer) Run(ctx context.Context, opts WatchOptions, report func(State)) error {
+	opts.defaults()
+	w, err := fsnotify.NewWatcher()
+	if err != nil {
+		return fmt.Errorf("file watch: %w", err)
+	}
+	defer w.Close()
+	watched := map[string]bool{}
+	watch := func(dir string) {
+		if dir == "" || watched[dir] {
+			return
+		}
+		if err := w.Add(dir); err == nil {
+			watched[dir] = true
+		}
+	}
+	fight := newFightDetector(opts.FightWindow, opts.FightCount)
+	lastErr := ""
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case ev, ok := <-w.Events:
+			if !ok {
+				return errors.New("file watch closed")
+			}
+			if !in.relevant(ev) {
+				continue
+			}
+			drain(w.Events)
+		case err, ok := <-w.Errors:
+			if !ok {
+				return errors.New("file watch closed")
+			}
+			// Overflow and the like: a full re-check covers lost events.
+			in.log.Warn("file watch error, re-checking everything", "err", err)
+		case <-timer.C:
+		}
+		watch(in.cfg.ConfDir)
+		watch(in.cfg.BinDir)
+		st := in.pass()
+		if st.Conf != "" && in.cfg.Subdir {
+			watch(filepath.Dir(st.Conf))
+		}
+		st.Watching = watched[in.cfg.ConfDir] && watched[in.cfg.BinDir]
+		if st.Err == nil && !st.Watching {
+			st.Err = fmt.Errorf("cannot watch %s and %s", in.cfg.ConfDir, in.cfg.BinDir)
+		}
+		next := opts.Resync
+		switch {
+		case errors.Is(st.Err, ErrSettling):
+			next = opts.SettleDelay
+		case st.Err != nil:
+			next = opts.RetryDelay
+			// Log each distinct reason once, not every retry.
+			if msg := st.Err.Error(); msg != lastErr {
+				in.log.Warn("mesh-cni not installed", "err", st.Err)
+				lastErr = msg
+			}
+		default:
+			if lastErr != "" {
+				in.log.Info("mesh-cni installed", "conf", st.Conf)
+				lastErr = ""
+			}
+		}
+		if st.Rechained {
+			in.log.Info("re-chained after the primary rewrote its config", "conf", st.Conf)
+			if warn := fight.add(time.Now()); warn {
+				in.log.Warn("another component keeps removing mesh-cni from the CNI config; it is put back each time, but pods may start unmeshed in between",
+					"conf", st.Conf, "rechains", opts.FightCount, "window", opts.FightWindow.String(), "hint", fightHint(st.Conf))
+			}
+		}
+		if report != nil {
+			report(st)
+		}
+		if !timer.Stop() {
+			select {
+			case <-timer.C:
+			default:
+			}
+		}
+		timer.Reset(next)
+	}
+}
+
+// pass installs the binary, then the config, in that order.
+func (in *Installer) pass() State {
+	var st State
+	changed, err := in.InstallBinary()
+	st.BinaryChanged = changed
+	if err != nil {
+		st.Err = err
+		return st
+	}
+	st.Result, st.Err = in.Reconcile()
+	return st
+}
+
+// relevant drops events for our temp files and non-config files.
+func (in *Installer) relevant(ev fsnotify.Event) bool {
+	base := filepath.Base(ev.Name)
+	if strings.HasPrefix(base, tmpPrefix) {
+		return false
+	}
+	dir := filepath.Dir(ev.Name)
+	if dir == filepath.Clean(in.cfg.BinDir) {
+		return base == filepath.Base(in.BinaryPath())
+	}
+	if ev.Has(fsnotify.Chmod) && !ev.Has(fsnotify.Write) {
+		return false
+	}
+	if fi, err := os.Stat(ev.Name); err == nil && fi.IsDir() {
+		return true // a network subdir appeared
+	}
+	for _, ext := range ConfExtensions {
+		if filepath.Ext(base) == ext {
+			return true
+		}
+	}
+	return dir != filepath.Clean(in.cfg.ConfDir) // our subdir file
+}
+
+func drain(ch <-chan fsnotify.Event) {
+	for {
+		select {
+		case <-ch:
+		default:
+			return
+		}
+	}
+}
+
+// fightDetector says when re-chains come too often, at most once a window.
+type fightDetector struct {
+	window   time.Duration
+	count    int
+	times    []time.Time
+	lastWarn time.Time
+}
+
+func newFightDetector(window time.Duration, count int) *fightDetector {
+	return &fightDetector{window: window, count: count}
+}
+
+func (f *fightDetector) add(now time.Time) bool {
+	f.times = append(f.times, now)
+	for len(f.times) > 0 && now.Sub(f.times[0]) > f.window {
+		f.times = f.times[1:]
+	}
+	if len(f.times) >= f.count && now.Sub(f.lastWarn) > f.window {
+		f.lastWarn = now
+		return true
+	}
+	return false
+}
+
+func fightHint(conf string) string {
+	if strings.Contains(filepath.Base(conf), "cilium") {
+		return "Cilium with cni.exclusive=true rewrites or deletes other CNI configs; set cni.exclusive=false (Helm: --set cni.exclusive=false)"
+	}
+	return "a CNI daemon that rewrites its config on a timer or on every restart (e.g. Cilium's cni.exclusive, Calico's install-cni) or a config-management tool owning /etc/cni/net.d"
+}
