@@ -19,9 +19,19 @@ const tmpPrefix = ".mesh-cni-tmp-"
 // the same dir, fsync, rename, fsync the dir. When path exists its mode and
 // owner are kept.
 func WriteFileAtomic(path string, data []byte, mode os.FileMode) error {
+	return writeAtomic(path, data, mode, true)
+}
+
+// WriteFileAtomicMode is WriteFileAtomic with mode always applied, for
+// files we own (kubeconfig) whose mode must not be inherited.
+func WriteFileAtomicMode(path string, data []byte, mode os.FileMode) error {
+	return writeAtomic(path, data, mode, false)
+}
+
+func writeAtomic(path string, data []byte, mode os.FileMode, keep bool) error {
 	dir := filepath.Dir(path)
 	uid, gid := -1, -1
-	if fi, err := os.Stat(path); err == nil {
+	if fi, err := os.Stat(path); err == nil && keep {
 		mode = fi.Mode().Perm()
 		if st, ok := fi.Sys().(*syscall.Stat_t); ok {
 			uid, gid = int(st.Uid), int(st.Gid)
