@@ -1,6 +1,11 @@
+// Command mesh-cni is a chained CNI plugin that writes a meshed pod's
+// traffic redirection into its network namespace. Run without CNI_COMMAND it
+// is a small CLI (explain, version).
 package main
 
 import (
+	"os"
+
 	"github.com/containernetworking/cni/pkg/skel"
 	"github.com/containernetworking/cni/pkg/version"
 
@@ -8,5 +13,14 @@ import (
 )
 
 func main() {
-	skel.PluginMainFuncs(skel.CNIFuncs{}, version.All, "mesh-cni "+bv.Version)
+	if os.Getenv("CNI_COMMAND") == "" && len(os.Args) > 1 && isSubcommand(os.Args[1]) {
+		os.Exit(runCLI(os.Args[1:], os.Stdout, os.Stderr))
+	}
+	skel.PluginMainFuncs(skel.CNIFuncs{
+		Add:    cmdAdd,
+		Check:  cmdCheck,
+		Del:    cmdDel,
+		Status: cmdStatus,
+		GC:     cmdGC,
+	}, version.All, "mesh-cni "+bv.Version+" (without CNI_COMMAND: mesh-cni explain|version)")
 }

@@ -1,0 +1,97 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"time"
+
+	"github.com/containernetworking/cni/pkg/skel"
+	"github.com/containernetworking/cni/pkg/types"
+	current "github.com/containernetworking/cni/pkg/types/100"
+	"github.com/containernetworking/plugins/pkg/ns"
+
+	"github.com/mesh-cni/mesh-cni/pkg/config"
+	"github.com/mesh-cni/mesh-cni/pkg/node"
+)
+
+func cmdAdd(args *skel.CmdArgs) error {
+	start := time.Now()
+	conf, err := config.Parse(args.StdinData)
+	if err != nil {
+		return err
+	}
+	log := newLogger(conf.LogLevel, "ADD", args)
+	ev := node.Event{Command: "ADD", Decision: "failed"}
+	defer func() { report(conf.ReportSocket, ev, start) }()
+
+	err = add(conf, args, log, &ev)
+	if err != nil {
+		log.Error("ADD failed", "pod", ev.Namespace+"/"+ev.Pod, "error", err.Error())
+		return err
+	}
+	log.Info("ADD", "pod", ev.Namespace+"/"+ev.Pod, "decision", ev.Decision, "mesh", ev.Mesh,
+		"reason", ev.Reason, "backend", ev.Backend, "ms", time.Since(start).Milliseconds())
+	return types.PrintResult(passThrough(conf), conf.CNIVersion)
+}
+
+// passThrough is what ADD prints: the previous result unchanged or, when
+// mesh-cni runs unchained (Multus, OpenShift), an empty result.
+func passThrough(conf *config.NetConf) types.Result {
+	if conf.PrevResult != nil {
+		return conf.PrevResult
+	}
+	return &current.Result{CNIVersion: current.ImplementedSpecVersion}
+}
+
+func add(conf *config.NetConf, args *skel.CmdArgs, log *slog.Logger, ev *node.Event) error {
+	netns, err := ns.GetNS(args.Netns)
+	if err != nil {
+		return types.NewError(types.ErrInvalidNetNS, "failed to open netns "+args.Netns, err.Error())
+	}
+	netns.Close()
+
+	namespace, name, err := podID(args.Args)
+	if err != nil {
+		return err
+	}
+	ev.Namespace, ev.Pod = namespace, name
+	if why := exempt(conf, namespace, name); why != "" {
+		ev.Decision, ev.Reason = "skipped", why
+		return nil
+	}
+	fams, err := podFamilies(conf.Result, args.Netns)
+	if err != nil {
+		return types.NewError(types.ErrInvalidNetNS, "cannot read the pod's addresses", err.Error())
+	}
+	d, err := judge(context.Background(), conf, log, namespace, name, fams)
+	if err != nil {
+		return err
+	}
+	ev.Mesh, ev.Reason = d.Mesh, d.Reason
+	if !d.Meshed {
+		ev.Decision = "skipped"
+		return nil
+	}
+	if err := checkIPv6(conf, fams); err != nil {
+		return err
+	}
+	if d.Spec == nil || len(fams) == 0 {
+		return cniErr(ErrApply, "pod %s/%s must be meshed (%s) but has no IPv4 or IPv6 address to redirect", namespace, name, d.Mesh)
+	}
+	b, err := newBackend(conf.Backend)
+	if err != nil {
+		return cniErr(ErrApply, "backend %s: %v", conf.Backend, err)
+	}
+	ev.Backend = b.Name()
+	if err := b.Apply(args.Netns, generate(*d.Spec)); err != nil {
+		// The backend applies one transaction per family and undoes its
+		// own partial work; Delete also clears a family that did commit.
+		if derr := b.Delete(args.Netns); derr != nil {
+			err = errors.Join(err, derr)
+		}
+		return cniErr(ErrApply, "write %s rules for pod %s/%s with %s: %v", d.Mesh, namespace, name, b.Name(), err)
+	}
+	ev.Decision = "meshed"
+	return nil
+}

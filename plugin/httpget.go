@@ -1,0 +1,135 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// The plugin does exactly one kind of HTTP request: a GET with
+// "Connection: close". This small HTTP/1.1 client does that one thing and
+// keeps net/http (over a megabyte) out of a binary the runtime execs for
+// every pod.
+
+// maxBody caps what we read: a pod object is a few kB, never megabytes.
+const maxBody = 4 << 20
+
+// httpGet sends one GET on conn and returns the status code and body.
+func httpGet(ctx context.Context, conn net.Conn, host, path string, header map[string]string) (int, []byte, error) {
+	defer conn.Close()
+	if dl, ok := ctx.Deadline(); ok {
+		_ = conn.SetDeadline(dl)
+	}
+	stop := context.AfterFunc(ctx, func() { _ = conn.SetDeadline(time.Unix(1, 0)) })
+	defer stop()
+
+	var req strings.Builder
+	fmt.Fprintf(&req, "GET %s HTTP/1.1\r\nHost: %s\r\nAccept: application/json\r\nUser-Agent: mesh-cni\r\nConnection: close\r\n", path, host)
+	for k, v := range header {
+		fmt.Fprintf(&req, "%s: %s\r\n", k, v)
+	}
+	req.WriteString("\r\n")
+	if _, err := io.WriteString(conn, req.String()); err != nil {
+		return 0, nil, ctxErr(ctx, err)
+	}
+	code, body, err := readResponse(bufio.NewReader(conn))
+	return code, body, ctxErr(ctx, err)
+}
+
+func ctxErr(ctx context.Context, err error) error {
+	if err != nil && ctx.Err() != nil {
+		return fmt.Errorf("%w (%v)", ctx.Err(), err)
+	}
+	return err
+}
+
+func readResponse(r *bufio.Reader) (int, []byte, error) {
+	status, err := r.ReadString('\n')
+	if err != nil {
+		return 0, nil, fmt.Errorf("read status line: %w", err)
+	}
+	// "HTTP/1.1 200 OK"
+	proto, rest, _ := strings.Cut(strings.TrimSpace(status), " ")
+	codeStr, _, _ := strings.Cut(rest, " ")
+	code, err := strconv.Atoi(codeStr)
+	if !strings.HasPrefix(proto, "HTTP/1.") || err != nil {
+		return 0, nil, fmt.Errorf("not an HTTP/1 answer: %q", trim([]byte(status)))
+	}
+	length, chunked := int64(-1), false
+	for {
+		line, err := r.ReadString('\n')
+		if err != nil {
+			return 0, nil, fmt.Errorf("read headers: %w", err)
+		}
+		line = strings.TrimRight(line, "\r\n")
+		if line == "" {
+			break
+		}
+		k, v, _ := strings.Cut(line, ":")
+		v = strings.TrimSpace(v)
+		switch strings.ToLower(k) {
+		case "content-length":
+			if length, err = strconv.ParseInt(v, 10, 64); err != nil || length < 0 {
+				return 0, nil, fmt.Errorf("bad Content-Length %q", v)
+			}
+		case "transfer-encoding":
+			chunked = strings.EqualFold(v, "chunked")
+		}
+	}
+	var body []byte
+	switch {
+	case chunked:
+		body, err = readChunked(r)
+	case length >= 0:
+		if length > maxBody {
+			return 0, nil, fmt.Errorf("answer of %d bytes is too large", length)
+		}
+		body = make([]byte, length)
+		_, err = io.ReadFull(r, body)
+	default:
+		body, err = io.ReadAll(io.LimitReader(r, maxBody))
+	}
+	if err != nil {
+		return 0, nil, fmt.Errorf("read body: %w", err)
+	}
+	return code, body, nil
+}
+
+func readChunked(r *bufio.Reader) ([]byte, error) {
+	var body []byte
+	for {
+		line, err := r.ReadString('\n')
+		if err != nil {
+			return nil, err
+		}
+		sizeStr, _, _ := strings.Cut(strings.TrimSpace(line), ";")
+		size, err := strconv.ParseInt(sizeStr, 16, 64)
+		if err != nil || size < 0 {
+			return nil, fmt.Errorf("bad chunk size %q", line)
+		}
+		if size == 0 {
+			return body, nil // trailers, if any, are not needed
+		}
+		if int64(len(body))+size > maxBody {
+			return nil, errors.New("answer too large")
+		}
+		chunk := make([]byte, size+2) // data + CRLF
+		if _, err := io.ReadFull(r, chunk); err != nil {
+			return nil, err
+		}
+		body = append(body, chunk[:size]...)
+	}
+}
+
+func trim(b []byte) string {
+	if len(b) > 200 {
+		b = b[:200]
+	}
+	return string(b)
+}

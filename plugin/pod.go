@@ -1,0 +1,148 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"slices"
+	"strings"
+
+	"github.com/containernetworking/cni/pkg/types"
+	current "github.com/containernetworking/cni/pkg/types/100"
+	"github.com/containernetworking/plugins/pkg/ns"
+
+	"github.com/mesh-cni/mesh-cni/pkg/config"
+	"github.com/mesh-cni/mesh-cni/pkg/mesh"
+	"github.com/mesh-cni/mesh-cni/pkg/rules"
+)
+
+// podID reads the pod's namespace and name from CNI_ARGS. Without them the
+// plugin cannot tell which pod it is wiring, so it refuses rather than
+// guess.
+func podID(cniArgs string) (namespace, name string, err error) {
+	a, err := config.ParseArgs(cniArgs)
+	if err != nil {
+		return "", "", err
+	}
+	namespace, name = string(a.K8S_POD_NAMESPACE), string(a.K8S_POD_NAME)
+	if namespace == "" || name == "" {
+		return "", "", types.NewError(types.ErrInvalidEnvironmentVariables,
+			"CNI_ARGS lacks K8S_POD_NAMESPACE or K8S_POD_NAME", fmt.Sprintf("CNI_ARGS=%q", cniArgs))
+	}
+	return namespace, name, nil
+}
+
+// exempt says why a pod is never redirected nor blocked: its namespace is
+// excluded, or it is one of the node agent's own pods.
+func exempt(conf *config.NetConf, namespace, name string) string {
+	if slices.Contains(conf.ExcludeNamespaces, namespace) {
+		return "excluded-namespace"
+	}
+	if namespace == conf.AgentNamespace && strings.HasPrefix(name, conf.AgentPodPrefix) {
+		return "agent-pod"
+	}
+	return ""
+}
+
+// podFamilies lists the address families the pod has addresses in: from
+// prevResult when chained, else from the addresses in its netns.
+func podFamilies(res *current.Result, netns string) ([]rules.Family, error) {
+	var ips []net.IP
+	if res != nil {
+		for _, ip := range res.IPs {
+			ips = append(ips, ip.Address.IP)
+		}
+	} else {
+		err := ns.WithNetNSPath(netns, func(ns.NetNS) error {
+			addrs, err := net.InterfaceAddrs()
+			if err != nil {
+				return err
+			}
+			for _, a := range addrs {
+				if n, ok := a.(*net.IPNet); ok {
+					ips = append(ips, n.IP)
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, fmt.Errorf("list addresses in %s: %w", netns, err)
+		}
+	}
+	var fams []rules.Family
+	add := func(f rules.Family) {
+		if !slices.Contains(fams, f) {
+			fams = append(fams, f)
+		}
+	}
+	for _, ip := range ips {
+		switch {
+		case ip.IsLoopback() || ip.IsLinkLocalUnicast() || ip.IsUnspecified():
+		case ip.To4() != nil:
+			add(rules.IPv4)
+		default:
+			add(rules.IPv6)
+		}
+	}
+	slices.Sort(fams)
+	return fams, nil
+}
+
+// judge decides the pod: from the runtime's annotations when they can,
+// else after one bounded lookup. A pod that cannot be judged is a
+// try-again-later error, so it never starts without its redirect.
+func judge(ctx context.Context, conf *config.NetConf, log *slog.Logger, namespace, name string, fams []rules.Family) (decision, error) {
+	pod := mesh.Pod{Namespace: namespace, Name: name, Annotations: conf.RuntimeConfig.PodAnnotations}
+	var d decision
+	var err error
+	if pod.Annotations != nil {
+		d, err = decide(conf.Meshes, pod, fams)
+		if err != nil {
+			return d, annotationErr(namespace, name, err)
+		}
+		if !d.NeedSpec {
+			return d, nil
+		}
+		log.Debug("annotations cannot decide, looking the pod up", "reason", d.Reason)
+	} else {
+		log.Debug("runtime passed no pod annotations, looking the pod up")
+	}
+	full, lerr := lookupPod(ctx, conf.AgentSocket, conf.Kubeconfig, namespace, name, conf.Timeout)
+	if lerr != nil {
+		return d, types.NewError(types.ErrTryAgainLater,
+			fmt.Sprintf("cannot judge pod %s/%s: no usable annotations and the pod lookup failed", namespace, name),
+			lerr.Error())
+	}
+	if full.Annotations == nil {
+		full.Annotations = pod.Annotations
+	}
+	d, err = decide(conf.Meshes, full, fams)
+	if err != nil {
+		return d, annotationErr(namespace, name, err)
+	}
+	if d.NeedSpec {
+		return d, types.NewError(types.ErrTryAgainLater,
+			fmt.Sprintf("cannot judge pod %s/%s even with its spec", namespace, name), d.Reason)
+	}
+	return d, nil
+}
+
+func annotationErr(namespace, name string, err error) error {
+	var te *types.Error
+	if errors.As(err, &te) {
+		return te
+	}
+	return types.NewError(types.ErrInvalidNetworkConfig, fmt.Sprintf("pod %s/%s: %v", namespace, name, err), "")
+}
+
+// checkIPv6 refuses a meshed pod with an IPv6 address when the config turns
+// IPv6 off: leaving a family unredirected would bypass the proxy.
+func checkIPv6(conf *config.NetConf, fams []rules.Family) error {
+	if *conf.IPv6 || !slices.Contains(fams, rules.IPv6) {
+		return nil
+	}
+	return types.NewError(types.ErrInvalidNetworkConfig,
+		"pod has an IPv6 address but \"ipv6\" is false: refusing to leave IPv6 traffic unredirected", "")
+}

@@ -1,0 +1,30 @@
+package main
+
+import (
+	"encoding/json"
+	"net"
+	"time"
+
+	"github.com/mesh-cni/mesh-cni/pkg/node"
+)
+
+// reportDeadline bounds the whole report: the agent's metrics are never
+// worth slowing a pod down.
+const reportDeadline = 20 * time.Millisecond
+
+// report sends ev to the agent's unixgram socket. It never blocks for long
+// and never fails the verb: a missing agent or a full queue drops the event.
+func report(path string, ev node.Event, start time.Time) {
+	ev.Seconds = time.Since(start).Seconds()
+	b, err := json.Marshal(ev)
+	if err != nil {
+		return
+	}
+	c, err := net.DialTimeout("unixgram", path, reportDeadline)
+	if err != nil {
+		return
+	}
+	defer c.Close()
+	_ = c.SetWriteDeadline(time.Now().Add(reportDeadline))
+	_, _ = c.Write(b)
+}
