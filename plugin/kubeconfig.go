@@ -17,7 +17,7 @@ import (
 
 // kubeconfig is the part of a kubeconfig the plugin uses. The agent writes
 // it as JSON so encoding/json reads it and client-go stays out of the binary.
-type kubeconfig struct {
+type kubeconfigFile struct {
 	CurrentContext string `json:"current-context"`
 	Clusters       []struct {
 		Name    string `json:"name"`
@@ -60,7 +60,7 @@ func loadKubeconfig(path string) (*apiClient, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kubeconfig: %w", err)
 	}
-	var kc kubeconfig
+	var kc kubeconfigFile
 	if err := json.Unmarshal(b, &kc); err != nil {
 		return nil, fmt.Errorf("kubeconfig %s is not JSON: %w", path, err)
 	}
