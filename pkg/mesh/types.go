@@ -31,6 +31,14 @@ type Config struct {
 	ExcludeIfaces    []string `json:"excludeInterfaces,omitempty"`
 	InterceptionMode string   `json:"interceptionMode,omitempty"` // REDIRECT or TPROXY
 	CaptureDNS       *bool    `json:"captureDNS,omitempty"`
+	// LoopbackToInbound sends the proxy's own connections to a local,
+	// non-loopback address through the inbound redirect (istio: true).
+	LoopbackToInbound *bool `json:"proxyLoopbackToInbound,omitempty"`
+	// TrustAnnotations lets annotations alone mark a pod meshed where the
+	// mesh's contract is really the pod spec (linkerd: linkerd.io/proxy-version
+	// without a look at the init containers). Only safe when every pod of
+	// the mesh is injected for CNI mode.
+	TrustAnnotations *bool `json:"trustAnnotations,omitempty"`
 }
 
 // Pod is what the plugin knows of a pod: always its annotations (from the

@@ -1,0 +1,188 @@
+package mesh
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/mesh-cni/mesh-cni/pkg/rules"
+)
+
+// Decision is what Decide concludes about one pod.
+type Decision struct {
+	Meshed bool
+	Mesh   string // the mesh whose contract decided, if any
+	// Reason is short and of low cardinality (a metric label): one of the
+	// Reason* constants.
+	Reason string
+	// NeedSpec: the annotations cannot decide. The caller fetches the pod
+	// (containers, labels) and calls again with SpecKnown set.
+	NeedSpec bool
+	Spec     *rules.Spec // set when Meshed
+}
+
+// Reasons.
+const (
+	ReasonMeshed            = "meshed"
+	ReasonNoSidecar         = "no-sidecar"          // no mesh's contract on the pod
+	ReasonInjectDisabled    = "inject-disabled"     // the pod opted out
+	ReasonInitContainerMode = "init-container-mode" // the mesh's own init container redirects
+	ReasonProxyDisabled     = "proxy-disabled"      // istio DISABLE_ENVOY
+	ReasonNotSidecar        = "not-sidecar"         // istio proxy as a gateway (proxy router)
+	ReasonNotInjected       = "not-injected"        // istio-proxy without the injector's status
+	ReasonInterceptionNone  = "interception-none"   // istio interceptionMode NONE
+	ReasonNeedSpec          = "need-spec"
+	ReasonNoAnnotations     = "no-annotations" // the runtime sent none: fetch the pod
+	ReasonExcluded          = "excluded"       // for callers: excluded namespace or the agent's pod
+)
+
+type verdict int
+
+const (
+	notMine verdict = iota // the pod does not carry this mesh's contract
+	skipped                // it does, and it says: leave the pod alone
+	needSpec
+	meshed
+)
+
+type judgement struct {
+	v      verdict
+	reason string
+	spec   rules.Spec // meshed: the pod's resolved Spec
+}
+
+// judge is one profile's reading of a pod: base is the mesh's resolved
+// config; it returns an error only for a meshed pod whose annotations are
+// invalid.
+type judge func(cfg Config, base rules.Spec, pod Pod) (judgement, error)
+
+var judges = map[string]judge{Linkerd: judgeLinkerd, Istio: judgeIstio, Custom: judgeCustom}
+
+// Decide judges pod against every enabled mesh. Each pod is judged by the
+// contract it carries, so one node can serve several meshes. families are
+// the address families the pod has (none: both).
+//
+// Without the spec (SpecKnown false) Annotations are trusted as complete: a
+// nil map means the runtime sent none, and Decide asks for the spec.
+func Decide(meshes map[string]Config, pod Pod, families []rules.Family) (Decision, error) {
+	if pod.Annotations == nil && !pod.SpecKnown {
+		return Decision{NeedSpec: true, Reason: ReasonNoAnnotations}, nil
+	}
+	names := make([]string, 0, len(meshes))
+	for name := range meshes {
+		if judges[name] == nil {
+			return Decision{}, fmt.Errorf("unknown mesh profile %q (want one of %s)", name, strings.Join(Profiles, ", "))
+		}
+		names = append(names, name)
+	}
+	sort.Strings(names)
+
+	var found []string
+	var spec *rules.Spec
+	var skip, need *Decision
+	for _, name := range names {
+		cfg := meshes[name].WithDefaults(name)
+		if !cfg.enabled() {
+			continue
+		}
+		base, err := cfg.base(name)
+		if err != nil {
+			return Decision{}, err
+		}
+		j, err := judges[name](cfg, base, pod)
+		if err != nil {
+			return Decision{Mesh: name, Reason: "invalid-annotation"}, err
+		}
+		switch j.v {
+		case meshed:
+			found = append(found, name)
+			s := j.spec
+			s.Families = podFamilies(families)
+			spec = &s
+		case needSpec:
+			if need == nil {
+				need = &Decision{Mesh: name, NeedSpec: true, Reason: ReasonNeedSpec}
+			}
+		case skipped:
+			if skip == nil {
+				skip = &Decision{Mesh: name, Reason: j.reason}
+			}
+		}
+	}
+	switch {
+	case len(found) > 1:
+		return Decision{Reason: "conflict"}, fmt.Errorf("pod %s/%s carries the contracts of several meshes (%s); refusing to guess", pod.Namespace, pod.Name, strings.Join(found, ", "))
+	case need != nil: // another mesh might claim it too
+		return *need, nil
+	case len(found) == 1:
+		return Decision{Meshed: true, Mesh: found[0], Reason: ReasonMeshed, Spec: spec}, nil
+	case skip != nil:
+		return *skip, nil
+	}
+	return Decision{Reason: ReasonNoSidecar}, nil
+}
+
+// podFamilies sorts the families; none means both, so a pod whose
+// addresses are unknown has no unredirected family.
+func podFamilies(in []rules.Family) []rules.Family {
+	var out []rules.Family
+	for _, f := range []rules.Family{rules.IPv4, rules.IPv6} {
+		for _, g := range in {
+			if f == g {
+				out = append(out, f)
+				break
+			}
+		}
+	}
+	if len(out) == 0 {
+		return []rules.Family{rules.IPv4, rules.IPv6}
+	}
+	return out
+}
+
+// sidecar finds the proxy container: a container, or a native sidecar (an
+// init container with restartPolicy Always).
+func sidecar(pod Pod, name string) *Container {
+	for i := range pod.Containers {
+		if pod.Containers[i].Name == name {
+			return &pod.Containers[i]
+		}
+	}
+	for i := range pod.InitContainers {
+		if pod.InitContainers[i].Name == name && pod.InitContainers[i].RestartPolicy == "Always" {
+			return &pod.InitContainers[i]
+		}
+	}
+	return nil
+}
+
+func hasInit(pod Pod, name string) bool {
+	for _, c := range pod.InitContainers {
+		if c.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+// proxyIdentity applies the proxy container's runAsUser/runAsGroup when the
+// spec is known: it is what the proxy really runs as. Zero is ignored (a
+// root proxy would exempt every root process), as Istio does.
+func proxyIdentity(s *rules.Spec, c *Container) {
+	if c == nil {
+		return
+	}
+	if c.RunAsUser != nil && *c.RunAsUser > 0 && *c.RunAsUser < 1<<32-1 {
+		s.ProxyUID = uint32(*c.RunAsUser)
+	}
+	if c.RunAsGroup != nil && *c.RunAsGroup > 0 && *c.RunAsGroup < 1<<32-1 {
+		s.ProxyGID = ptr(uint32(*c.RunAsGroup))
+	}
+}
+
+// annErr names the annotation and its value.
+func annErr(key, val string, err error) error {
+	return fmt.Errorf("annotation %s=%q: %w", key, val, err)
+}
+
+func trusted(cfg Config) bool { return cfg.TrustAnnotations == nil || *cfg.TrustAnnotations }

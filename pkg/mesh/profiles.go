@@ -1,0 +1,238 @@
+package mesh
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/mesh-cni/mesh-cni/pkg/rules"
+)
+
+// Profiles lists the known profile names, in the order Decide judges them.
+var Profiles = []string{Linkerd, Istio, Custom}
+
+func ptr[T any](v T) *T { return &v }
+
+// Defaults returns a profile's built-in settings.
+func Defaults(name string) (Config, error) {
+	switch name {
+	case Linkerd:
+		return Config{
+			Enabled:           ptr(true),
+			Sidecar:           "linkerd-proxy",
+			ProxyUID:          ptr(int64(2102)),
+			InboundPort:       4143,
+			OutboundPort:      4140,
+			IgnoreInbound:     []string{"4190", "4191"},
+			InterceptionMode:  string(rules.Redirect),
+			CaptureDNS:        ptr(false),
+			LoopbackToInbound: ptr(false),
+			TrustAnnotations:  ptr(false),
+		}, nil
+	case Istio:
+		return Config{
+			Enabled:           ptr(true),
+			Sidecar:           "istio-proxy",
+			ProxyUID:          ptr(int64(1337)),
+			ProxyGID:          ptr(int64(1337)),
+			InboundPort:       15006,
+			OutboundPort:      15001,
+			TunnelPort:        15008,
+			DNSPort:           15053,
+			IgnoreInbound:     []string{"15020", "15021", "15090"},
+			InterceptionMode:  string(rules.Redirect),
+			CaptureDNS:        ptr(false),
+			LoopbackToInbound: ptr(true),
+			TrustAnnotations:  ptr(true),
+		}, nil
+	case Custom:
+		return Config{
+			Enabled:           ptr(false),
+			InterceptionMode:  string(rules.Redirect),
+			CaptureDNS:        ptr(false),
+			LoopbackToInbound: ptr(false),
+			TrustAnnotations:  ptr(true),
+		}, nil
+	}
+	return Config{}, fmt.Errorf("unknown mesh profile %q (want one of %s)", name, strings.Join(Profiles, ", "))
+}
+
+// WithDefaults fills every unset field of c from profile name's defaults.
+// A list set to [] stays empty: that is how a default list is cleared.
+func (c Config) WithDefaults(name string) Config {
+	d, err := Defaults(name)
+	if err != nil {
+		return c
+	}
+	fillPtr(&c.Enabled, d.Enabled)
+	fillPtr(&c.ProxyUID, d.ProxyUID)
+	fillPtr(&c.ProxyGID, d.ProxyGID)
+	fillPtr(&c.CaptureDNS, d.CaptureDNS)
+	fillPtr(&c.LoopbackToInbound, d.LoopbackToInbound)
+	fillPtr(&c.TrustAnnotations, d.TrustAnnotations)
+	fill(&c.Sidecar, d.Sidecar)
+	fill(&c.SelectAnnotation, d.SelectAnnotation)
+	fill(&c.InboundPort, d.InboundPort)
+	fill(&c.OutboundPort, d.OutboundPort)
+	fill(&c.TunnelPort, d.TunnelPort)
+	fill(&c.DNSPort, d.DNSPort)
+	fill(&c.InterceptionMode, d.InterceptionMode)
+	for _, l := range []struct{ dst, src *[]string }{
+		{&c.InboundPorts, &d.InboundPorts}, {&c.IgnoreInbound, &d.IgnoreInbound},
+		{&c.IgnoreOutbound, &d.IgnoreOutbound}, {&c.IncludeOutbound, &d.IncludeOutbound},
+		{&c.SkipSubnets, &d.SkipSubnets}, {&c.IncludeSubnets, &d.IncludeSubnets},
+		{&c.ExcludeIfaces, &d.ExcludeIfaces},
+	} {
+		if *l.dst == nil {
+			*l.dst = slices.Clone(*l.src)
+		}
+	}
+	return c
+}
+
+func fillPtr[T any](dst **T, def *T) {
+	if *dst == nil && def != nil {
+		*dst = ptr(*def)
+	}
+}
+
+func fill[T comparable](dst *T, def T) {
+	var zero T
+	if *dst == zero {
+		*dst = def
+	}
+}
+
+func (c Config) enabled() bool { return c.Enabled != nil && *c.Enabled }
+
+// Validate checks profile name's effective settings (c over the defaults).
+// A disabled mesh is only checked for its name.
+func Validate(name string, c Config) error {
+	if _, err := Defaults(name); err != nil {
+		return err
+	}
+	_, err := c.WithDefaults(name).base(name)
+	return err
+}
+
+// base resolves an effective Config into the Spec every pod of the mesh
+// starts from; pod annotations then override it. Errors name the field.
+func (c Config) base(name string) (rules.Spec, error) {
+	s := rules.Spec{Mesh: name}
+	if !c.enabled() {
+		return s, nil
+	}
+	field := func(f string, err error) error { return fmt.Errorf("meshes.%s.%s: %w", name, f, err) }
+	if name == Custom && c.Sidecar == "" && c.SelectAnnotation == "" {
+		return s, field("sidecar", errors.New("the custom profile needs sidecar or selectAnnotation to know its pods"))
+	}
+	if c.SelectAnnotation != "" {
+		if k, _, _ := strings.Cut(c.SelectAnnotation, "="); strings.TrimSpace(k) == "" {
+			return s, field("selectAnnotation", fmt.Errorf("%q has no annotation key", c.SelectAnnotation))
+		}
+	}
+	var err error
+	ports := []struct {
+		name string
+		v    int
+		dst  *uint16
+		need bool
+	}{
+		{"inboundPort", c.InboundPort, &s.InboundPort, true},
+		{"outboundPort", c.OutboundPort, &s.OutboundPort, true},
+		{"tunnelPort", c.TunnelPort, &s.TunnelPort, false},
+		{"dnsPort", c.DNSPort, &s.DNSPort, c.CaptureDNS != nil && *c.CaptureDNS},
+	}
+	for _, p := range ports {
+		if p.v < 0 || p.v > 65535 || (p.need && p.v == 0) {
+			return s, field(p.name, fmt.Errorf("%d is not a port from 1 to 65535", p.v))
+		}
+		*p.dst = uint16(p.v)
+	}
+	if s.InboundPort == s.OutboundPort {
+		return s, field("outboundPort", fmt.Errorf("%d is also the inbound port", s.OutboundPort))
+	}
+	if c.ProxyUID == nil {
+		return s, field("proxyUID", errors.New("is required: the proxy's own traffic must not be redirected"))
+	}
+	if s.ProxyUID, err = checkID(*c.ProxyUID); err != nil {
+		return s, field("proxyUID", err)
+	}
+	if c.ProxyGID != nil && *c.ProxyGID >= 0 {
+		gid, err := checkID(*c.ProxyGID)
+		if err != nil {
+			return s, field("proxyGID", err)
+		}
+		s.ProxyGID = &gid
+	}
+	switch rules.Mode(c.InterceptionMode) {
+	case rules.Redirect, rules.TProxy:
+		s.Mode = rules.Mode(c.InterceptionMode)
+	default:
+		return s, field("interceptionMode", fmt.Errorf("%q is not REDIRECT or TPROXY", c.InterceptionMode))
+	}
+	lists := []struct {
+		name string
+		v    []string
+		dst  *[]rules.PortRange
+		star bool
+	}{
+		{"portsToRedirect", c.InboundPorts, &s.InboundPorts, true},
+		{"ignoreInboundPorts", c.IgnoreInbound, &s.IgnoreInbound, false},
+		{"ignoreOutboundPorts", c.IgnoreOutbound, &s.IgnoreOutbound, false},
+		{"includeOutboundPorts", c.IncludeOutbound, &s.IncludeOutbound, false},
+	}
+	for _, l := range lists {
+		if l.v == nil && l.star {
+			continue // nil: every port
+		}
+		parse := ParsePorts
+		if l.star {
+			parse = parseStarPorts
+		}
+		if *l.dst, err = parse(strings.Join(l.v, ",")); err != nil {
+			return s, field(l.name, err)
+		}
+	}
+	if s.SkipSubnets, err = ParseCIDRs(strings.Join(c.SkipSubnets, ",")); err != nil {
+		return s, field("skipSubnets", err)
+	}
+	if c.IncludeSubnets != nil {
+		if s.IncludeSubnets, err = parseStarCIDRs(strings.Join(c.IncludeSubnets, ",")); err != nil {
+			return s, field("includeSubnets", err)
+		}
+	}
+	if s.ExcludeIfaces, err = parseInterfaces(strings.Join(c.ExcludeIfaces, ",")); err != nil {
+		return s, field("excludeInterfaces", err)
+	}
+	// Empty skip and ignore lists are nil; only the include lists tell
+	// nil (every) from empty (none).
+	s.IgnoreInbound, s.IgnoreOutbound = nilIfEmpty(s.IgnoreInbound), nilIfEmpty(s.IgnoreOutbound)
+	s.IncludeOutbound, s.SkipSubnets = nilIfEmpty(s.IncludeOutbound), nilIfEmpty(s.SkipSubnets)
+	s.ExcludeIfaces = nilIfEmpty(s.ExcludeIfaces)
+	s.CaptureDNS = c.CaptureDNS != nil && *c.CaptureDNS
+	s.LoopbackToInbound = c.LoopbackToInbound != nil && *c.LoopbackToInbound
+	return s, nil
+}
+
+func checkID(v int64) (uint32, error) {
+	if v < 0 || v >= 1<<32-1 {
+		return 0, fmt.Errorf("%d is not a user or group ID", v)
+	}
+	return uint32(v), nil
+}
+
+// union appends add to base as a new slice.
+func union[T any](base, add []T) []T {
+	out := make([]T, 0, len(base)+len(add))
+	return append(append(out, base...), add...)
+}
+
+// nilIfEmpty keeps "no skip list" as nil for stable output.
+func nilIfEmpty[T any](s []T) []T {
+	if len(s) == 0 {
+		return nil
+	}
+	return s
+}
