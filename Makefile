@@ -29,7 +29,9 @@ test-unit:
 # Short fuzz runs of the parsers; longer with FUZZTIME=5m.
 FUZZTIME ?= 10s
 test-fuzz:
-	@true
+	$(GO) test -run=^$$ -fuzz=^FuzzParsePorts$$ -fuzztime=$(FUZZTIME) ./pkg/mesh
+	$(GO) test -run=^$$ -fuzz=^FuzzParseCIDRs$$ -fuzztime=$(FUZZTIME) ./pkg/mesh
+	$(GO) test -run=^$$ -fuzz=^FuzzDecide$$ -fuzztime=$(FUZZTIME) ./pkg/mesh
 
 bench:
 	@true
