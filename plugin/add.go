@@ -76,8 +76,8 @@ func add(conf *config.NetConf, args *skel.CmdArgs, log *slog.Logger, ev *node.Ev
 	if err := checkIPv6(conf, fams); err != nil {
 		return err
 	}
-	if d.Spec == nil || len(fams) == 0 {
-		return cniErr(ErrApply, "pod %s/%s must be meshed (%s) but has no IPv4 or IPv6 address to redirect", namespace, name, d.Mesh)
+	if d.Spec == nil {
+		return cniErr(ErrApply, "pod %s/%s: mesh %s decided without a rule spec", namespace, name, d.Mesh)
 	}
 	b, err := newBackend(conf.Backend)
 	if err != nil {

@@ -13,13 +13,7 @@ import (
 	"github.com/mesh-cni/mesh-cni/pkg/rules"
 )
 
-type decision struct {
-	Meshed   bool
-	Mesh     string
-	Reason   string
-	NeedSpec bool
-	Spec     *rules.Spec
-}
+type decision = mesh.Decision
 
 type ruleBackend interface {
 	Name() string
@@ -30,11 +24,9 @@ type ruleBackend interface {
 
 var errNotWired = errors.New("not available in this build")
 
-var decide = func(meshes map[string]mesh.Config, pod mesh.Pod, families []rules.Family) (decision, error) {
-	return decision{}, fmt.Errorf("mesh.Decide: %w", errNotWired)
-}
+var decide = mesh.Decide
 
-var generate = func(spec rules.Spec) rules.RuleSet { return rules.RuleSet{Families: spec.Families} }
+var generate = rules.Generate
 
 var newBackend = func(name string) (ruleBackend, error) {
 	return nil, fmt.Errorf("backend %s: %w", name, errNotWired)

@@ -189,8 +189,8 @@ func (c *NetConf) validate() error {
 		}
 	}
 	for _, name := range sortedKeys(c.Meshes) {
-		if err := validateMesh(name, c.Meshes[name]); err != nil {
-			return err
+		if err := mesh.Validate(name, c.Meshes[name]); err != nil {
+			return types.NewError(types.ErrInvalidNetworkConfig, "invalid mesh config: "+err.Error(), "")
 		}
 	}
 	return nil
@@ -200,7 +200,10 @@ func (c *NetConf) validate() error {
 // know is an error, not something to ignore. Profiles left out keep their
 // defaults (linkerd and istio on, custom off).
 func parseMeshes(raw json.RawMessage) (map[string]mesh.Config, error) {
-	out := map[string]mesh.Config{mesh.Linkerd: {}, mesh.Istio: {}, mesh.Custom: {Enabled: ptr(false)}}
+	out := map[string]mesh.Config{}
+	for _, name := range mesh.Profiles {
+		out[name] = mesh.Config{}
+	}
 	if len(raw) == 0 || string(raw) == "null" {
 		return out, nil
 	}
@@ -212,7 +215,7 @@ func parseMeshes(raw json.RawMessage) (map[string]mesh.Config, error) {
 		if _, known := out[name]; !known {
 			return nil, types.NewError(types.ErrUnsupportedField,
 				fmt.Sprintf("unknown mesh profile %q in \"meshes\"", name),
-				"known profiles: custom, istio, linkerd")
+				"known profiles: "+strings.Join(mesh.Profiles, ", "))
 		}
 		var mc mesh.Config
 		dec := json.NewDecoder(bytes.NewReader(byName[name]))

@@ -26,7 +26,7 @@ func TestParseDefaults(t *testing.T) {
 		c.Kubeconfig != node.DefaultKubeconfig || c.ReportSocket != node.DefaultReportSocket {
 		t.Errorf("paths: %q %q %q %q", c.AgentSocket, c.ReadyMarker, c.Kubeconfig, c.ReportSocket)
 	}
-	if len(c.Meshes) != 3 || c.Meshes["custom"].Enabled == nil || *c.Meshes["custom"].Enabled {
+	if cm := c.Meshes["custom"]; len(c.Meshes) != 3 || (cm.Enabled != nil && *cm.Enabled) {
 		t.Errorf("meshes = %+v", c.Meshes)
 	}
 	if c.Result != nil || c.RuntimeConfig.PodAnnotations != nil {
@@ -94,16 +94,16 @@ func TestParseErrors(t *testing.T) {
 		{"huge timeout", `{` + base + `,"lookupTimeout":"1h"}`, types.ErrInvalidNetworkConfig, `invalid lookupTimeout "1h"`},
 		{"relative path", `{` + base + `,"agentSocket":"agent.sock"}`, types.ErrInvalidNetworkConfig, `invalid agentSocket "agent.sock"`},
 		{"bad namespace", `{` + base + `,"excludeNamespaces":["Kube_System"]}`, types.ErrInvalidNetworkConfig, `invalid excludeNamespaces "Kube_System"`},
-		{"port out of range", `{` + base + `,"meshes":{"linkerd":{"inboundPort":70000}}}`, types.ErrInvalidNetworkConfig, `invalid meshes.linkerd.inboundPort "70000"`},
-		{"bad port string", `{` + base + `,"meshes":{"linkerd":{"ignoreInboundPorts":["41a0"]}}}`, types.ErrInvalidNetworkConfig, `invalid meshes.linkerd.ignoreInboundPorts "41a0"`},
-		{"reversed range", `{` + base + `,"meshes":{"istio":{"ignoreOutboundPorts":["90-80"]}}}`, types.ErrInvalidNetworkConfig, `invalid meshes.istio.ignoreOutboundPorts "90-80"`},
-		{"port zero", `{` + base + `,"meshes":{"istio":{"includeOutboundPorts":["0"]}}}`, types.ErrInvalidNetworkConfig, `invalid meshes.istio.includeOutboundPorts "0"`},
-		{"bad CIDR", `{` + base + `,"meshes":{"linkerd":{"skipSubnets":["10.0.0.0/33"]}}}`, types.ErrInvalidNetworkConfig, `invalid meshes.linkerd.skipSubnets "10.0.0.0/33"`},
-		{"bad v6 CIDR", `{` + base + `,"meshes":{"istio":{"includeSubnets":["fd00::/129"]}}}`, types.ErrInvalidNetworkConfig, `invalid meshes.istio.includeSubnets "fd00::/129"`},
-		{"bad mode", `{` + base + `,"meshes":{"istio":{"interceptionMode":"TPROXYY"}}}`, types.ErrInvalidNetworkConfig, `invalid meshes.istio.interceptionMode "TPROXYY"`},
-		{"negative uid", `{` + base + `,"meshes":{"istio":{"proxyUID":-1}}}`, types.ErrInvalidNetworkConfig, `invalid meshes.istio.proxyUID "-1"`},
-		{"custom without selector", `{` + base + `,"meshes":{"custom":{"proxyUID":1,"inboundPort":1,"outboundPort":2}}}`, types.ErrInvalidNetworkConfig, "neither sidecar nor selectAnnotation"},
-		{"custom without ports", `{` + base + `,"meshes":{"custom":{"enabled":true,"sidecar":"envoy"}}}`, types.ErrInvalidNetworkConfig, "lacks proxyUID"},
+		{"port out of range", `{` + base + `,"meshes":{"linkerd":{"inboundPort":70000}}}`, types.ErrInvalidNetworkConfig, `meshes.linkerd.inboundPort: 70000 is not a port`},
+		{"bad port string", `{` + base + `,"meshes":{"linkerd":{"ignoreInboundPorts":["41a0"]}}}`, types.ErrInvalidNetworkConfig, `meshes.linkerd.ignoreInboundPorts: invalid port "41a0"`},
+		{"reversed range", `{` + base + `,"meshes":{"istio":{"ignoreOutboundPorts":["90-80"]}}}`, types.ErrInvalidNetworkConfig, `meshes.istio.ignoreOutboundPorts: invalid port range "90-80"`},
+		{"port zero", `{` + base + `,"meshes":{"istio":{"includeOutboundPorts":["0"]}}}`, types.ErrInvalidNetworkConfig, `meshes.istio.includeOutboundPorts: invalid port "0"`},
+		{"bad CIDR", `{` + base + `,"meshes":{"linkerd":{"skipSubnets":["10.0.0.0/33"]}}}`, types.ErrInvalidNetworkConfig, `meshes.linkerd.skipSubnets: invalid CIDR "10.0.0.0/33"`},
+		{"bad v6 CIDR", `{` + base + `,"meshes":{"istio":{"includeSubnets":["fd00::/129"]}}}`, types.ErrInvalidNetworkConfig, `meshes.istio.includeSubnets: invalid CIDR "fd00::/129"`},
+		{"bad mode", `{` + base + `,"meshes":{"istio":{"interceptionMode":"TPROXYY"}}}`, types.ErrInvalidNetworkConfig, `meshes.istio.interceptionMode: "TPROXYY" is not REDIRECT or TPROXY`},
+		{"negative uid", `{` + base + `,"meshes":{"istio":{"proxyUID":-1}}}`, types.ErrInvalidNetworkConfig, `meshes.istio.proxyUID: -1 is not a user or group ID`},
+		{"custom without selector", `{` + base + `,"meshes":{"custom":{"proxyUID":1,"inboundPort":1,"outboundPort":2}}}`, types.ErrInvalidNetworkConfig, "meshes.custom.sidecar: the custom profile needs sidecar or selectAnnotation"},
+		{"custom without ports", `{` + base + `,"meshes":{"custom":{"enabled":true,"sidecar":"envoy"}}}`, types.ErrInvalidNetworkConfig, "meshes.custom.inboundPort: 0 is not a port"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := Parse([]byte(tc.in))

@@ -1,0 +1,358 @@
+package main
+
+// The integration harness: the real plugin binary, Debian's reference
+// plugins, real network namespaces, invoked through libcni as containerd and
+// CRI-O do.
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/containernetworking/cni/libcni"
+	"github.com/containernetworking/cni/pkg/types"
+	"github.com/containernetworking/plugins/pkg/ns"
+	"github.com/containernetworking/plugins/pkg/testutils"
+
+	"github.com/mesh-cni/mesh-cni/pkg/mesh"
+	"github.com/mesh-cni/mesh-cni/pkg/node"
+)
+
+const refPluginDir = "/usr/lib/cni"
+
+var (
+	pluginDir string // holds the freshly built mesh-cni
+	specVers  = []string{"0.3.1", "0.4.0", "1.0.0", "1.1.0"}
+)
+
+func TestMain(m *testing.M) {
+	if os.Geteuid() != 0 {
+		fmt.Fprintln(os.Stderr, "plugin tests need root: they create network namespaces and program netfilter")
+		os.Exit(1)
+	}
+	if _, err := os.Stat(filepath.Join(refPluginDir, "ptp")); err != nil {
+		fmt.Fprintln(os.Stderr, "Debian's containernetworking-plugins are missing (make deps installs them):", err)
+		os.Exit(1)
+	}
+	dir, err := os.MkdirTemp("", "mesh-cni-bin-")
+	if err != nil {
+		panic(err)
+	}
+	build := exec.Command("go", "build", "-trimpath", "-o", filepath.Join(dir, "mesh-cni"), ".")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "build mesh-cni: %v\n%s", err, out)
+		os.Exit(1)
+	}
+	pluginDir = dir
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// nodeEnv is the node-side world the plugin talks to: the agent's socket,
+// kubeconfig, readiness marker and report socket, all in a temp dir.
+type nodeEnv struct {
+	dir, agentSocket, kubeconfig, marker, reportSocket string
+
+	mu     sync.Mutex
+	pods   map[string]mesh.Pod // the agent's pod cache
+	events []node.Event
+}
+
+func newNodeEnv(t *testing.T) *nodeEnv {
+	t.Helper()
+	dir := t.TempDir()
+	e := &nodeEnv{
+		dir:          dir,
+		agentSocket:  filepath.Join(dir, "agent.sock"),
+		kubeconfig:   filepath.Join(dir, "kubeconfig"),
+		marker:       filepath.Join(dir, "ready"),
+		reportSocket: filepath.Join(dir, "report.sock"),
+		pods:         map[string]mesh.Pod{},
+	}
+	// The report socket: the agent reads one node.Event per datagram.
+	addr := &net.UnixAddr{Name: e.reportSocket, Net: "unixgram"}
+	rc, err := net.ListenUnixgram("unixgram", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rc.Close() })
+	go func() {
+		buf := make([]byte, 64<<10)
+		for {
+			n, err := rc.Read(buf)
+			if err != nil {
+				return
+			}
+			var ev node.Event
+			if json.Unmarshal(buf[:n], &ev) == nil {
+				e.mu.Lock()
+				e.events = append(e.events, ev)
+				e.mu.Unlock()
+			}
+		}
+	}()
+	return e
+}
+
+// startAgent serves the agent's pod cache on the unix socket, speaking the
+// real protocol (GET /v1/pods/{ns}/{name} → mesh.Pod JSON).
+func (e *nodeEnv) startAgent(t *testing.T) {
+	t.Helper()
+	l, err := net.Listen("unix", e.agentSocket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			go e.serveAgentConn(c)
+		}
+	}()
+	t.Cleanup(func() { l.Close(); os.Remove(e.agentSocket) })
+}
+
+func (e *nodeEnv) setPod(p mesh.Pod) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.pods[p.Namespace+"/"+p.Name] = p
+}
+
+// serveAgentConn answers one HTTP/1.1 request. It is written out by hand
+// so the test server is as plain as the client it tests.
+func (e *nodeEnv) serveAgentConn(c net.Conn) {
+	defer c.Close()
+	buf := make([]byte, 4096)
+	n, _ := c.Read(buf)
+	line, _, _ := strings.Cut(string(buf[:n]), "\r\n")
+	parts := strings.Fields(line) // GET /v1/pods/ns/name HTTP/1.1
+	key := ""
+	if len(parts) == 3 && strings.HasPrefix(parts[1], "/v1/pods/") {
+		key = strings.TrimPrefix(parts[1], "/v1/pods/")
+	}
+	e.mu.Lock()
+	p, ok := e.pods[key]
+	e.mu.Unlock()
+	if !ok {
+		fmt.Fprintf(c, "HTTP/1.1 404 Not Found\r\nContent-Length: 9\r\nConnection: close\r\n\r\nnot found")
+		return
+	}
+	b, _ := json.Marshal(p)
+	fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s", len(b), b)
+}
+
+func (e *nodeEnv) reported() []node.Event {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return append([]node.Event(nil), e.events...)
+}
+
+// chainOpts describe one conflist.
+type chainOpts struct {
+	version  string
+	primary  string // "ptp" or "bridge"
+	families string // "v4", "v6", "dual"
+	subnet   int    // picks distinct ranges per chain so chains never collide
+	mesh     map[string]any
+	noMesh   bool // the primary alone (benchmark baseline)
+}
+
+type chain struct {
+	t      *testing.T
+	cni    *libcni.CNIConfig
+	list   *libcni.NetworkConfigList
+	env    *nodeEnv
+	opts   chainOpts
+	bridge string
+}
+
+// ranges returns host-local ranges inside 198.18.0.0/15 and fd00::/8.
+func ranges(fam string, subnet int) []any {
+	v4 := []any{map[string]any{"subnet": fmt.Sprintf("198.%d.%d.0/24", 18+subnet/256, subnet%256)}}
+	v6 := []any{map[string]any{"subnet": fmt.Sprintf("fd00:18:%x::/64", subnet)}}
+	switch fam {
+	case "v6":
+		return []any{v6}
+	case "dual":
+		return []any{v4, v6}
+	}
+	return []any{v4}
+}
+
+func newChain(t *testing.T, env *nodeEnv, o chainOpts) *chain {
+	t.Helper()
+	if o.primary == "" {
+		o.primary = "ptp"
+	}
+	if o.families == "" {
+		o.families = "v4"
+	}
+	c := &chain{t: t, env: env, opts: o}
+	ipam := map[string]any{"type": "host-local", "ranges": ranges(o.families, o.subnet), "dataDir": filepath.Join(t.TempDir(), "ipam")}
+	primary := map[string]any{"type": o.primary, "ipMasq": false, "ipam": ipam}
+	if o.primary == "bridge" {
+		c.bridge = fmt.Sprintf("mcni%d", o.subnet)
+		primary["bridge"] = c.bridge
+		primary["isGateway"] = true
+		t.Cleanup(func() { _ = exec.Command("ip", "link", "del", c.bridge).Run() })
+	}
+	plugins := []any{primary}
+	if !o.noMesh {
+		m := map[string]any{
+			"type":         "mesh-cni",
+			"capabilities": map[string]bool{node.PodAnnotationsCapability: true},
+			"logLevel":     "warn",
+			"agentSocket":  env.agentSocket,
+			"kubeconfig":   env.kubeconfig,
+			"readyMarker":  env.marker,
+			"reportSocket": env.reportSocket,
+		}
+		for k, v := range o.mesh {
+			m[k] = v
+		}
+		plugins = append(plugins, m)
+	}
+	b, err := json.Marshal(map[string]any{"cniVersion": o.version, "name": fmt.Sprintf("meshtest%d", o.subnet), "plugins": plugins})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.list, err = libcni.NetworkConfFromBytes(b)
+	if err != nil {
+		t.Fatalf("conflist: %v\n%s", err, b)
+	}
+	c.cni = libcni.NewCNIConfigWithCacheDir([]string{pluginDir, refPluginDir}, t.TempDir(), nil)
+	return c
+}
+
+// pod is one sandbox: a real netns plus what the runtime passes.
+type pod struct {
+	netns ns.NetNS
+	rt    *libcni.RuntimeConf
+}
+
+func randID() string {
+	b := make([]byte, 16)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// newPod makes a netns and the runtime arguments containerd would pass.
+// annotations nil means the runtime passes no annotations at all.
+func newPod(t testing.TB, namespace, name string, annotations map[string]string) *pod {
+	t.Helper()
+	n, err := testutils.NewNS()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { n.Close(); _ = testutils.UnmountNS(n) })
+	id := randID()
+	rt := &libcni.RuntimeConf{
+		ContainerID: id,
+		NetNS:       n.Path(),
+		IfName:      "eth0",
+		Args: [][2]string{
+			{"IgnoreUnknown", "1"},
+			{"K8S_POD_NAMESPACE", namespace},
+			{"K8S_POD_NAME", name},
+			{"K8S_POD_INFRA_CONTAINER_ID", id},
+			{"K8S_POD_UID", randID()[:8]},
+		},
+	}
+	if annotations != nil {
+		rt.CapabilityArgs = map[string]any{node.PodAnnotationsCapability: annotations}
+	}
+	return &pod{netns: n, rt: rt}
+}
+
+func ctx(t testing.TB) context.Context {
+	c, cancel := context.WithTimeout(context.Background(), time.Minute)
+	t.Cleanup(cancel)
+	return c
+}
+
+func (c *chain) add(p *pod) (types.Result, error) { return c.cni.AddNetworkList(ctx(c.t), c.list, p.rt) }
+func (c *chain) check(p *pod) error               { return c.cni.CheckNetworkList(ctx(c.t), c.list, p.rt) }
+func (c *chain) del(p *pod) error                 { return c.cni.DelNetworkList(ctx(c.t), c.list, p.rt) }
+
+// mustAdd adds p and registers its DEL as cleanup.
+func (c *chain) mustAdd(p *pod) types.Result {
+	c.t.Helper()
+	res, err := c.add(p)
+	if err != nil {
+		c.t.Fatalf("ADD %s: %v", podName(p), err)
+	}
+	c.t.Cleanup(func() { _ = c.del(p) })
+	return res
+}
+
+func podName(p *pod) string {
+	var ns, name string
+	for _, a := range p.rt.Args {
+		switch a[0] {
+		case "K8S_POD_NAMESPACE":
+			ns = a[1]
+		case "K8S_POD_NAME":
+			name = a[1]
+		}
+	}
+	return ns + "/" + name
+}
+
+// ruleDump lists every netfilter rule in the netns, with each tool.
+func ruleDump(t testing.TB, netnsPath string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	for _, tool := range []string{"nft list ruleset", "iptables-legacy-save", "ip6tables-legacy-save", "iptables-nft-save", "ip6tables-nft-save"} {
+		args := append([]string{"--net=" + netnsPath}, strings.Fields(tool)...)
+		b, err := exec.Command("nsenter", args...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("%s in %s: %v\n%s", tool, netnsPath, err, b)
+		}
+		out[tool] = string(b)
+	}
+	return out
+}
+
+// ours says which tools show mesh-cni rules (chains are named MESH_*,
+// the nft table mesh_cni).
+func ours(dump map[string]string) []string {
+	var with []string
+	for _, tool := range []string{"nft list ruleset", "iptables-legacy-save", "ip6tables-legacy-save", "iptables-nft-save", "ip6tables-nft-save"} {
+		s := dump[tool]
+		if tool == "nft list ruleset" {
+			if strings.Contains(s, "table inet mesh_cni") {
+				with = append(with, tool)
+			}
+			continue
+		}
+		if strings.Contains(s, ":MESH_") {
+			with = append(with, tool)
+		}
+	}
+	return with
+}
+
+// istioAnnotations are what Istio's injector writes on a sidecar pod.
+func istioAnnotations(extra map[string]string) map[string]string {
+	a := map[string]string{
+		"sidecar.istio.io/status": `{"initContainers":null,"containers":["istio-proxy"],"volumes":["istio-envoy"],"imagePullSecrets":null,"revision":"default"}`,
+	}
+	for k, v := range extra {
+		a[k] = v
+	}
+	return a
+}
