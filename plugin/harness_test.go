@@ -284,9 +284,11 @@ func ctx(t testing.TB) context.Context {
 	return c
 }
 
-func (c *chain) add(p *pod) (types.Result, error) { return c.cni.AddNetworkList(ctx(c.t), c.list, p.rt) }
-func (c *chain) check(p *pod) error               { return c.cni.CheckNetworkList(ctx(c.t), c.list, p.rt) }
-func (c *chain) del(p *pod) error                 { return c.cni.DelNetworkList(ctx(c.t), c.list, p.rt) }
+func (c *chain) add(p *pod) (types.Result, error) {
+	return c.cni.AddNetworkList(ctx(c.t), c.list, p.rt)
+}
+func (c *chain) check(p *pod) error { return c.cni.CheckNetworkList(ctx(c.t), c.list, p.rt) }
+func (c *chain) del(p *pod) error   { return c.cni.DelNetworkList(ctx(c.t), c.list, p.rt) }
 
 // mustAdd adds p and registers its DEL as cleanup.
 func (c *chain) mustAdd(p *pod) types.Result {
