@@ -16,7 +16,8 @@ import (
 type State struct {
 	Result
 	BinaryChanged bool
-	Err           error // nil: binary and config are in place
+	Stage         string // where Err came from: "binary" or "config"
+	Err           error  // nil: binary and config are in place
 	Watching      bool
 }
 
@@ -145,10 +146,11 @@ func (in *Installer) pass() State {
 	changed, err := in.InstallBinary()
 	st.BinaryChanged = changed
 	if err != nil {
-		st.Err = err
+		st.Err, st.Stage = err, "binary"
 		return st
 	}
 	st.Result, st.Err = in.Reconcile()
+	st.Stage = "config"
 	return st
 }
 

@@ -1,0 +1,93 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"strings"
+)
+
+type config struct {
+	cniBinDir, cniConfDir, confFileName string
+	chained, subdirChaining             bool
+	stateDir, hostStateDir              string
+	runDir, hostRunDir                  string
+	pluginConfig, pluginBinary          string
+	logLevel                            string
+	probeAddr, metricsAddr              string
+	nodeName, namespace, daemonSetName  string
+	tokenPath, caPath                   string
+	startupTaint                        string
+	repair                              bool
+	repairPolicy                        string
+	uninstallMode                       string
+}
+
+// EnvPrefix: every flag can also come from MESH_CNI_<FLAG_IN_CAPS>.
+const EnvPrefix = "MESH_CNI_"
+
+func envName(flagName string) string {
+	return EnvPrefix + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
+}
+
+func parseFlags(args []string) (*config, error) {
+	c := &config{}
+	fs := flag.NewFlagSet("mesh-cni-agent", flag.ContinueOnError)
+	fs.StringVar(&c.cniBinDir, "cni-bin-dir", "/host/opt/cni/bin", "container path of the mounted host CNI bin dir")
+	fs.StringVar(&c.cniConfDir, "cni-conf-dir", "/host/etc/cni/net.d", "container path of the mounted host CNI conf dir")
+	fs.StringVar(&c.confFileName, "conf-file-name", "", "primary config file name (empty: pick it as the runtime does)")
+	fs.BoolVar(&c.chained, "chained", true, "chain into the primary config; false writes a standalone conflist (Multus)")
+	fs.BoolVar(&c.subdirChaining, "subdir-chaining", false, "drop <confdir>/<network>/mesh-cni.conf instead of editing the primary (libcni >= 1.3)")
+	fs.StringVar(&c.stateDir, "state-dir", "/host/var/lib/mesh-cni", "container path of the persistent state dir")
+	fs.StringVar(&c.hostStateDir, "host-state-dir", "/var/lib/mesh-cni", "host path of the state dir")
+	fs.StringVar(&c.runDir, "run-dir", "/host/var/run/mesh-cni", "container path of the run dir (tmpfs)")
+	fs.StringVar(&c.hostRunDir, "host-run-dir", "/var/run/mesh-cni", "host path of the run dir")
+	fs.StringVar(&c.pluginConfig, "plugin-config", "/etc/mesh-cni/plugin.json", "chain entry JSON")
+	fs.StringVar(&c.pluginBinary, "plugin-binary", "/mesh-cni", "plugin binary in the image")
+	fs.StringVar(&c.logLevel, "log-level", "info", "debug, info, warn or error")
+	fs.StringVar(&c.probeAddr, "probe-addr", ":9196", "address for /healthz and /readyz")
+	fs.StringVar(&c.metricsAddr, "metrics-addr", ":9197", "address for /metrics")
+	fs.StringVar(&c.nodeName, "node-name", os.Getenv("NODE_NAME"), "this node's name")
+	fs.StringVar(&c.namespace, "namespace", os.Getenv("POD_NAMESPACE"), "the agent's namespace")
+	fs.StringVar(&c.daemonSetName, "daemonset-name", "mesh-cni", "the agent's DaemonSet")
+	fs.StringVar(&c.tokenPath, "token-path", "/var/run/secrets/kubernetes.io/serviceaccount/token", "projected service-account token")
+	fs.StringVar(&c.caPath, "ca-path", "", "API server CA bundle (empty: ca.crt next to the token)")
+	fs.StringVar(&c.startupTaint, "startup-taint", "", "taint key to remove from the node once ready (empty: off)")
+	fs.BoolVar(&c.repair, "repair", true, "run the repair controller")
+	fs.StringVar(&c.repairPolicy, "repair-policy", "evict", "evict, delete or label")
+	fs.StringVar(&c.uninstallMode, "uninstall-mode", "auto", "auto (only when the DaemonSet is gone or being deleted), always or never")
+	var envErr error
+	fs.VisitAll(func(f *flag.Flag) {
+		if v, ok := os.LookupEnv(envName(f.Name)); ok && envErr == nil {
+			if err := f.Value.Set(v); err != nil {
+				envErr = fmt.Errorf("%s=%q: %w", envName(f.Name), v, err)
+			}
+		}
+	})
+	if envErr != nil {
+		return nil, envErr
+	}
+	// The command line wins over the environment.
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected arguments: %v", fs.Args())
+	}
+	switch c.repairPolicy {
+	case "evict", "delete", "label":
+	default:
+		return nil, fmt.Errorf("--repair-policy must be evict, delete or label, not %q", c.repairPolicy)
+	}
+	switch c.uninstallMode {
+	case "auto", "always", "never":
+	default:
+		return nil, fmt.Errorf("--uninstall-mode must be auto, always or never, not %q", c.uninstallMode)
+	}
+	switch strings.ToLower(c.logLevel) {
+	case "debug", "info", "warn", "error":
+	default:
+		return nil, fmt.Errorf("--log-level must be debug, info, warn or error, not %q", c.logLevel)
+	}
+	return c, nil
+}

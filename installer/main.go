@@ -1,0 +1,202 @@
+// Command mesh-cni-agent is the node agent the DaemonSet runs on every
+// node: it installs the mesh-cni plugin, keeps it chained into the primary
+// CNI config, and removes it again on a real uninstall. Flags are listed
+// in README.md.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/mesh-cni/mesh-cni/pkg/agent"
+	"github.com/mesh-cni/mesh-cni/pkg/install"
+	"github.com/mesh-cni/mesh-cni/pkg/kubeconfig"
+	"github.com/mesh-cni/mesh-cni/pkg/version"
+)
+
+func main() {
+	cfg, err := parseFlags(os.Args[1:])
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "mesh-cni-agent:", err)
+		os.Exit(2)
+	}
+	log := newLogger(cfg.logLevel)
+	slog.SetDefault(log)
+	if err := run(cfg, log); err != nil {
+		log.Error("exiting", "err", err)
+		os.Exit(1)
+	}
+}
+
+func newLogger(level string) *slog.Logger {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(level)); err != nil {
+		l = slog.LevelInfo
+	}
+	return slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: l}))
+}
+
+// hostPath maps a container path under the /host mount to the host's path.
+func hostPath(p string) string {
+	if strings.HasPrefix(p, "/host/") {
+		return p[len("/host"):]
+	}
+	return p
+}
+
+func run(cfg *config, log *slog.Logger) error {
+	log.Info("starting", "version", version.Version, "node", cfg.nodeName, "chained", cfg.chained, "subdir", cfg.subdirChaining)
+	raw, err := os.ReadFile(cfg.pluginConfig)
+	if err != nil {
+		return fmt.Errorf("plugin config: %w", err)
+	}
+	entry, err := install.BuildEntry(raw, install.HostPaths{
+		Kubeconfig:   filepath.Join(cfg.hostStateDir, "kubeconfig"),
+		AgentSocket:  filepath.Join(cfg.hostRunDir, "agent.sock"),
+		ReportSocket: filepath.Join(cfg.hostRunDir, "report.sock"),
+		ReadyMarker:  filepath.Join(cfg.hostRunDir, "ready"),
+	})
+	if err != nil {
+		return err
+	}
+	in, err := install.New(install.Config{
+		BinDir:       cfg.cniBinDir,
+		ConfDir:      cfg.cniConfDir,
+		ConfFileName: cfg.confFileName,
+		Chained:      cfg.chained,
+		Subdir:       cfg.subdirChaining,
+		StateDir:     cfg.stateDir,
+		PluginBinary: cfg.pluginBinary,
+		Entry:        entry,
+		Log:          log,
+	})
+	if err != nil {
+		return err
+	}
+	caPath := cfg.caPath
+	if caPath == "" {
+		caPath = filepath.Join(filepath.Dir(cfg.tokenPath), "ca.crt")
+	}
+	kopts, kerr := kubeconfig.FromEnv(cfg.tokenPath, caPath)
+	var client kubernetes.Interface
+	if kerr == nil {
+		client, err = newClient(kopts)
+		if err != nil {
+			log.Warn("no Kubernetes client; Node status, repair and taint removal are off", "err", err)
+		}
+	} else {
+		log.Warn("not running in a pod; Node status, repair and taint removal are off", "err", kerr)
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+
+	a := agent.New(agent.Options{
+		Installer:    in,
+		Kubeconfig:   filepath.Join(cfg.stateDir, "kubeconfig"),
+		KubeOpts:     kopts,
+		KubeOptsErr:  kerr,
+		Marker:       filepath.Join(cfg.runDir, "ready"),
+		HostPath:     hostPath,
+		Backend:      backendOf(entry),
+		Version:      version.Version,
+		Publish:      publisher(client, cfg.nodeName),
+		OnFirstReady: firstReady(ctx, client, cfg, log),
+		Log:          log,
+	})
+
+	errc := make(chan error, 4)
+	go func() { errc <- agent.ServeHTTP(ctx, cfg.probeAddr, a.ProbeHandler()) }()
+	go func() { errc <- agent.ServeHTTP(ctx, cfg.metricsAddr, agent.MetricsHandler()) }()
+	go func() {
+		if err := agent.ServeReports(ctx, filepath.Join(cfg.runDir, "report.sock"), log); err != nil {
+			// Metrics only: the plugin drops reports nobody reads.
+			log.Error("report socket stopped", "err", err)
+		}
+	}()
+	if client != nil {
+		startControllers(ctx, client, cfg, log)
+	}
+	go func() { errc <- a.Run(ctx) }()
+
+	select {
+	case <-ctx.Done():
+	case err := <-errc:
+		if err != nil && ctx.Err() == nil {
+			stop()
+			return err
+		}
+	}
+	log.Info("stopping")
+	uninstall, why := shouldUninstall(client, cfg)
+	if !uninstall {
+		log.Info("leaving mesh-cni installed", "why", why)
+		return nil
+	}
+	log.Info("uninstalling mesh-cni from this node", "why", why)
+	if err := a.Uninstall(); err != nil {
+		return fmt.Errorf("uninstall: %w", err)
+	}
+	for _, sock := range []string{"report.sock", "agent.sock"} {
+		_ = os.Remove(filepath.Join(cfg.runDir, sock))
+	}
+	if client != nil {
+		cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := clearStatus(cctx, client, cfg.nodeName); err != nil {
+			log.Warn("cannot clear the Node status annotation", "err", err)
+		}
+	}
+	log.Info("uninstalled")
+	return nil
+}
+
+// backendOf is the backend the chain entry asks for, for the status.
+func backendOf(entry []byte) string {
+	var e struct {
+		Backend string `json:"backend"`
+	}
+	if json.Unmarshal(entry, &e) != nil || e.Backend == "" {
+		return "auto"
+	}
+	return e.Backend
+}
+
+// firstReady removes the startup taint once the node is ready.
+func firstReady(ctx context.Context, client kubernetes.Interface, cfg *config, log *slog.Logger) func() {
+	if client == nil || cfg.startupTaint == "" {
+		return nil
+	}
+	return func() {
+		if removeTaint == nil {
+			log.Error("startup taint removal is not built into this agent", "taint", cfg.startupTaint)
+			return
+		}
+		for backoff := time.Second; ctx.Err() == nil; {
+			err := removeTaint(ctx, client, cfg.nodeName, cfg.startupTaint)
+			if err == nil {
+				log.Info("removed the startup taint", "taint", cfg.startupTaint)
+				return
+			}
+			log.Warn("cannot remove the startup taint", "taint", cfg.startupTaint, "err", err)
+			select {
+			case <-ctx.Done():
+			case <-time.After(backoff):
+			}
+			if backoff < 30*time.Second {
+				backoff *= 2
+			}
+		}
+	}
+}
+

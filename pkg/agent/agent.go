@@ -1,0 +1,348 @@
+// Package agent is the node agent's run loop: it keeps the plugin
+// installed (pkg/install), the plugin's kubeconfig fresh (pkg/kubeconfig)
+// and the readiness marker and Node status in step with both.
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/fsnotify/fsnotify"
+
+	"github.com/mesh-cni/mesh-cni/pkg/install"
+	"github.com/mesh-cni/mesh-cni/pkg/kubeconfig"
+	"github.com/mesh-cni/mesh-cni/pkg/metrics"
+	"github.com/mesh-cni/mesh-cni/pkg/node"
+)
+
+// StatusAnnotation is the Node annotation the agent keeps up to date.
+const StatusAnnotation = "mesh-cni.io/agent-status"
+
+// Status is the annotation's JSON: the readiness marker plus whether the
+// agent is ready and, when not, why.
+type Status struct {
+	node.Marker
+	Ready  bool   `json:"ready"`
+	Reason string `json:"reason,omitempty"`
+}
+
+// Options wire the agent. Paths are as the agent's container sees them;
+// HostPath maps one to the host's view for the marker.
+type Options struct {
+	Installer    *install.Installer
+	Watch        install.WatchOptions
+	Kubeconfig   string // where to write the plugin's kubeconfig
+	KubeOpts     kubeconfig.Options
+	KubeOptsErr  error // why KubeOpts could not be built (not in a pod)
+	Marker       string
+	HostPath     func(string) string
+	Backend      string
+	Version      string
+	TokenResync  time.Duration // default 1m
+	Publish      func(context.Context, Status) error // Node annotation; nil = off
+	OnFirstReady func()                              // once, the first time ready (startup taint)
+	Log          *slog.Logger
+}
+
+// Agent is safe for concurrent use by the HTTP handlers.
+type Agent struct {
+	o Options
+
+	mu        sync.Mutex
+	inst      install.State
+	passes    int
+	kubeErr   error
+	kubeDone  bool
+	status    Status
+	markerOn  bool
+	running   bool
+	lastFail  string
+	readyOnce sync.Once
+	publishCh chan Status
+}
+
+// New returns an agent; Run starts it.
+func New(o Options) *Agent {
+	if o.Log == nil {
+		o.Log = slog.Default()
+	}
+	if o.HostPath == nil {
+		o.HostPath = func(p string) string { return p }
+	}
+	if o.TokenResync == 0 {
+		o.TokenResync = time.Minute
+	}
+	a := &Agent{o: o, publishCh: make(chan Status, 1)}
+	a.status = Status{Reason: "starting"}
+	return a
+}
+
+// Run keeps everything in place until ctx ends. It leaves everything in
+// place when it returns; Uninstall removes it.
+func (a *Agent) Run(ctx context.Context) error {
+	a.mu.Lock()
+	a.running = true
+	a.mu.Unlock()
+	defer func() {
+		a.mu.Lock()
+		a.running = false
+		a.mu.Unlock()
+	}()
+	if a.o.Publish != nil {
+		go a.publishLoop(ctx)
+	}
+	a.writeKubeconfig()
+	go a.watchToken(ctx)
+	return a.o.Installer.Run(ctx, a.o.Watch, a.onPass)
+}
+
+// Status returns the current status.
+func (a *Agent) Status() Status {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.status
+}
+
+// Healthy is false once the watch loop has stopped.
+func (a *Agent) Healthy() error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if !a.running {
+		return errors.New("install loop not running")
+	}
+	return nil
+}
+
+func (a *Agent) onPass(st install.State) {
+	if st.Rechained {
+		metrics.Rechains.Inc()
+	}
+	switch {
+	case st.Err != nil && !errors.Is(st.Err, install.ErrSettling):
+		a.mu.Lock()
+		first := st.Err.Error() != a.lastFail
+		a.lastFail = st.Err.Error()
+		a.mu.Unlock()
+		if first {
+			metrics.Installs.WithLabelValues(st.Stage + "_failure").Inc()
+		}
+	case st.Err == nil && (st.Wrote || st.BinaryChanged):
+		metrics.Installs.WithLabelValues("success").Inc()
+		a.mu.Lock()
+		a.lastFail = ""
+		a.mu.Unlock()
+	}
+	a.mu.Lock()
+	a.inst = st
+	a.passes++
+	a.mu.Unlock()
+	a.update()
+}
+
+func (a *Agent) writeKubeconfig() {
+	err := a.o.KubeOptsErr
+	wrote := false
+	if err == nil {
+		wrote, err = kubeconfig.Write(a.o.Kubeconfig, a.o.KubeOpts)
+	}
+	if err != nil {
+		err = fmt.Errorf("kubeconfig: %w", err)
+	}
+	a.mu.Lock()
+	changed := (err == nil) != (a.kubeErr == nil) || !a.kubeDone
+	a.kubeErr, a.kubeDone = err, true
+	a.mu.Unlock()
+	switch {
+	case err != nil && changed:
+		a.o.Log.Warn("cannot write the plugin's kubeconfig", "err", err)
+		metrics.Installs.WithLabelValues("kubeconfig_failure").Inc()
+	case wrote:
+		a.o.Log.Info("wrote the plugin's kubeconfig", "path", a.o.Kubeconfig)
+	}
+	if changed || wrote {
+		a.update()
+	}
+}
+
+// watchToken rewrites the kubeconfig when kubelet rotates the projected
+// token (an atomic symlink swap in the token's dir), and every TokenResync
+// in case an event was missed.
+func (a *Agent) watchToken(ctx context.Context) {
+	var events chan fsnotify.Event
+	if a.o.KubeOpts.TokenPath != "" {
+		if w, err := fsnotify.NewWatcher(); err == nil {
+			defer w.Close()
+			if err := w.Add(filepath.Dir(a.o.KubeOpts.TokenPath)); err == nil {
+				events = w.Events
+			} else {
+				a.o.Log.Warn("cannot watch the token dir; re-reading it periodically", "err", err)
+			}
+		}
+	}
+	t := time.NewTicker(a.o.TokenResync)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-events:
+			// Settle: the writer swaps several links in a row.
+			time.Sleep(50 * time.Millisecond)
+			drainEvents(events)
+		case <-t.C:
+		}
+		a.writeKubeconfig()
+	}
+}
+
+func drainEvents(ch chan fsnotify.Event) {
+	for {
+		select {
+		case <-ch:
+		default:
+			return
+		}
+	}
+}
+
+// update recomputes readiness and brings marker, gauge and Node status in
+// line with it.
+func (a *Agent) update() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	var reasons []string
+	if a.passes == 0 {
+		reasons = append(reasons, "install not checked yet")
+	}
+	if a.inst.Err != nil {
+		reasons = append(reasons, a.inst.Err.Error())
+	} else if a.passes > 0 && !a.inst.Watching {
+		reasons = append(reasons, "not watching the CNI dirs")
+	}
+	if a.kubeErr != nil {
+		reasons = append(reasons, a.kubeErr.Error())
+	} else if !a.kubeDone {
+		reasons = append(reasons, "kubeconfig not written yet")
+	}
+	st := Status{Ready: len(reasons) == 0, Reason: strings.Join(reasons, "; ")}
+	st.Marker = node.Marker{
+		Version: a.o.Version,
+		Backend: a.o.Backend,
+		Time:    a.status.Time,
+	}
+	if st.Ready {
+		st.Binary = a.o.HostPath(a.o.Installer.BinaryPath())
+		st.Conf = a.o.HostPath(a.inst.Conf)
+		st.Kubeconfig = a.o.HostPath(a.o.Kubeconfig)
+	}
+	changed := st.Ready != a.status.Ready || st.Reason != a.status.Reason || st.Conf != a.status.Conf
+	if changed {
+		st.Time = time.Now().UTC().Truncate(time.Second)
+	}
+	if st.Ready {
+		if _, err := os.Stat(a.o.Marker); changed || !a.markerOn || err != nil {
+			m := st.Marker
+			if err := node.WriteMarker(a.o.Marker, &m); err != nil {
+				a.o.Log.Error("cannot write the readiness marker", "path", a.o.Marker, "err", err)
+				st.Ready, st.Reason = false, fmt.Sprintf("readiness marker: %v", err)
+				st.Binary, st.Conf, st.Kubeconfig = "", "", ""
+			} else {
+				a.markerOn = true
+			}
+		}
+	}
+	if !st.Ready && (a.markerOn || a.passes == 1) {
+		// Also on the first pass: a marker from a previous run must not
+		// claim readiness we have not checked.
+		if err := os.Remove(a.o.Marker); err != nil && !errors.Is(err, os.ErrNotExist) {
+			a.o.Log.Error("cannot remove the readiness marker", "path", a.o.Marker, "err", err)
+		}
+		a.markerOn = false
+	}
+	if st.Ready {
+		metrics.Ready.Set(1)
+	} else {
+		metrics.Ready.Set(0)
+	}
+	if changed {
+		if st.Ready {
+			a.o.Log.Info("ready", "conf", st.Conf, "binary", st.Binary)
+		} else if a.status.Ready {
+			a.o.Log.Warn("not ready", "reason", st.Reason)
+		}
+	}
+	a.status = st
+	if changed && a.o.Publish != nil {
+		select {
+		case <-a.publishCh:
+		default:
+		}
+		a.publishCh <- st
+	}
+	if st.Ready && a.o.OnFirstReady != nil {
+		a.readyOnce.Do(func() { go a.o.OnFirstReady() })
+	}
+}
+
+// publishLoop writes the latest status to the Node, retrying with backoff;
+// a newer status replaces one still being retried.
+func (a *Agent) publishLoop(ctx context.Context) {
+	var pending *Status
+	backoff := time.Second
+	for {
+		var retry <-chan time.Time
+		if pending != nil {
+			retry = time.After(backoff)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case st := <-a.publishCh:
+			pending, backoff = &st, time.Second
+		case <-retry:
+		}
+		if pending == nil {
+			continue
+		}
+		pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		err := a.o.Publish(pctx, *pending)
+		cancel()
+		if err == nil {
+			pending = nil
+			continue
+		}
+		a.o.Log.Warn("cannot publish status on the Node", "err", err)
+		if backoff < 30*time.Second {
+			backoff *= 2
+		}
+	}
+}
+
+// Uninstall removes, in this order, the readiness marker (the plugin
+// reports not-ready at once), the chain entry (the primary restored), the
+// kubeconfig, and last the binary, so no config ever names a missing
+// plugin.
+func (a *Agent) Uninstall() error {
+	var errs []error
+	if err := os.Remove(a.o.Marker); err != nil && !errors.Is(err, os.ErrNotExist) {
+		errs = append(errs, fmt.Errorf("remove marker: %w", err))
+	}
+	if err := a.o.Installer.Uninstall(); err != nil {
+		// Keep the binary: a config may still name it.
+		return errors.Join(append(errs, err)...)
+	}
+	if err := install.RemoveFileDurable(a.o.Kubeconfig); err != nil {
+		errs = append(errs, err)
+	}
+	if err := a.o.Installer.RemoveBinary(); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}

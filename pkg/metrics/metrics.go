@@ -1,0 +1,64 @@
+// Package metrics holds the node agent's Prometheus metrics, in one
+// registry that the agent serves on /metrics. Other agent packages (repair)
+// increment their counters here.
+package metrics
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+)
+
+// Registry is what /metrics serves.
+var Registry = prometheus.NewRegistry()
+
+var (
+	// Installs counts install passes that changed something, by result:
+	// success, binary_failure, config_failure, kubeconfig_failure.
+	Installs = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "mesh_cni_agent_installs_total",
+		Help: "Install passes that wrote the binary, config or kubeconfig, or failed, by result.",
+	}, []string{"result"})
+
+	// Rechains counts re-insertions after someone else removed our entry.
+	Rechains = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "mesh_cni_agent_rechains_total",
+		Help: "Times the chain entry was put back after the primary CNI rewrote its config without it.",
+	})
+
+	// Ready is 1 while binary, chain entry and kubeconfig are in place.
+	Ready = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "mesh_cni_agent_ready",
+		Help: "1 when the plugin binary, chain entry and kubeconfig are in place and watched.",
+	})
+
+	// PluginDuration is the plugin's own time per verb, from its reports.
+	PluginDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "mesh_cni_plugin_duration_seconds",
+		Help:    "Time the plugin took per CNI verb, as it reported it.",
+		Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5},
+	}, []string{"cmd", "decision"})
+
+	// PluginDecisions counts what the plugin decided per verb.
+	PluginDecisions = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "mesh_cni_plugin_decisions_total",
+		Help: "Plugin outcomes by verb, decision (meshed, skipped, failed, deleted), reason and mesh.",
+	}, []string{"cmd", "decision", "reason", "mesh"})
+
+	// ReportsDropped counts datagrams on the report socket we could not use.
+	ReportsDropped = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "mesh_cni_agent_reports_dropped_total",
+		Help: "Report datagrams that were not valid events.",
+	})
+
+	// RepairActions counts what the repair controller did, by policy
+	// (evict, delete, label) and result (success, skipped, failed).
+	RepairActions = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "mesh_cni_repair_actions_total",
+		Help: "Repair controller actions on pods that started without redirection, by policy and result.",
+	}, []string{"policy", "result"})
+)
+
+func init() {
+	Registry.MustRegister(Installs, Rechains, Ready, PluginDuration, PluginDecisions, ReportsDropped, RepairActions,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+}
