@@ -1,0 +1,77 @@
+// Package backend applies a RuleSet to a pod's network namespace.
+//
+// Backends:
+//   - nftables: nf_tables netlink messages sent in-process (no host binary),
+//     one transaction for the whole rule set;
+//   - iptables-nft, iptables-legacy: the host's iptables binaries, one
+//     iptables-restore per address family, under a per-netns lock.
+//
+// "auto" picks nftables when the kernel has nf_tables with NAT, else
+// iptables-nft, else iptables-legacy. The choice is made again on every
+// plugin run (nothing is cached across processes); the nftables probe is
+// one netlink round trip, and the iptables probes only run when nftables
+// is missing.
+//
+// Every backend keeps the same promises: Apply replaces our rules
+// atomically and is idempotent; after any failure the netns holds none of
+// our rules; Delete is idempotent and succeeds when the netns is gone;
+// Check names what is missing.
+package backend
+
+import (
+	"fmt"
+
+	"github.com/mesh-cni/mesh-cni/pkg/backend/iptables"
+	"github.com/mesh-cni/mesh-cni/pkg/backend/nftables"
+	"github.com/mesh-cni/mesh-cni/pkg/rules"
+)
+
+// Backend programs rule sets into pod network namespaces.
+type Backend interface {
+	Name() string
+	Apply(netnsPath string, rs rules.RuleSet) error
+	Check(netnsPath string, rs rules.RuleSet) error
+	Delete(netnsPath string) error
+}
+
+// Backend names in the plugin config.
+const (
+	Auto           = "auto"
+	NFTables       = "nftables"
+	IptablesNFT    = "iptables-nft"
+	IptablesLegacy = "iptables-legacy"
+)
+
+// Names lists the valid config values.
+var Names = []string{Auto, NFTables, IptablesNFT, IptablesLegacy}
+
+// New returns the named backend; "" means auto.
+func New(name string) (Backend, error) {
+	switch name {
+	case "", Auto:
+		return detect()
+	case NFTables:
+		return nftables.New(), nil
+	case IptablesNFT:
+		return iptables.New(iptables.NFT)
+	case IptablesLegacy:
+		return iptables.New(iptables.Legacy)
+	}
+	return nil, fmt.Errorf("unknown backend %q (want one of %v)", name, Names)
+}
+
+func detect() (Backend, error) {
+	nftErr := nftables.Supported()
+	if nftErr == nil {
+		return nftables.New(), nil
+	}
+	var errs []error
+	for _, v := range []iptables.Variant{iptables.NFT, iptables.Legacy} {
+		err := iptables.Supported(v)
+		if err == nil {
+			return iptables.New(v)
+		}
+		errs = append(errs, err)
+	}
+	return nil, fmt.Errorf("no usable backend: nftables: %v; iptables-nft: %v; iptables-legacy: %v", nftErr, errs[0], errs[1])
+}

@@ -1,0 +1,241 @@
+// Package iptables programs a RuleSet with the host's iptables binaries,
+// nft or legacy variant: one "iptables-restore --noflush" per address
+// family, run in a sandbox inside the pod netns (see run.go) that never
+// touches the host-wide xtables lock.
+//
+// The restore input is rules.IptablesRestore. When the netns may already
+// hold our rules (a repeated ADD), they are listed with iptables-save and
+// their removal is prepended to the same restore, so a re-apply is one
+// transaction per table too. After any failure the netns holds none of our
+// rules, in either family.
+package iptables
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+
+	goiptables "github.com/coreos/go-iptables/iptables"
+	"github.com/google/nftables"
+
+	"github.com/mesh-cni/mesh-cni/pkg/backend/policy"
+	"github.com/mesh-cni/mesh-cni/pkg/backend/validate"
+	"github.com/mesh-cni/mesh-cni/pkg/rules"
+)
+
+// Variant is the iptables flavour: the nf_tables based one or legacy
+// x_tables.
+type Variant string
+
+const (
+	NFT    Variant = "nft"
+	Legacy Variant = "legacy"
+)
+
+// Backend runs the binaries of one variant.
+type Backend struct {
+	variant Variant
+	bins    map[rules.Family]binaries
+	restore func(s *sandbox, path, input string) error
+}
+
+type binaries struct{ restore, save string }
+
+// searchDirs are tried after PATH: container runtimes often exec CNI
+// plugins with a PATH that lacks the sbin directories.
+var searchDirs = []string{"/usr/sbin", "/sbin", "/usr/local/sbin"}
+
+func lookPath(name string) (string, error) {
+	if p, err := exec.LookPath(name); err == nil {
+		return p, nil
+	}
+	for _, d := range searchDirs {
+		p := filepath.Join(d, name)
+		if st, err := os.Stat(p); err == nil && st.Mode()&0o111 != 0 {
+			return p, nil
+		}
+	}
+	return "", fmt.Errorf("%s not found in PATH or %s", name, strings.Join(searchDirs, ", "))
+}
+
+// New finds the variant's restore and save binaries for both families. It
+// runs nothing: the plugin is exec'd per pod.
+func New(v Variant) (*Backend, error) {
+	if v != NFT && v != Legacy {
+		return nil, fmt.Errorf("unknown iptables variant %q", v)
+	}
+	b := &Backend{variant: v, bins: map[rules.Family]binaries{}, restore: restore}
+	for fam, prefix := range map[rules.Family]string{rules.IPv4: "iptables", rules.IPv6: "ip6tables"} {
+		r, err := lookPath(fmt.Sprintf("%s-%s-restore", prefix, v))
+		if err != nil {
+			return nil, err
+		}
+		s, err := lookPath(fmt.Sprintf("%s-%s-save", prefix, v))
+		if err != nil {
+			return nil, err
+		}
+		b.bins[fam] = binaries{restore: r, save: s}
+	}
+	return b, nil
+}
+
+// Supported reports whether the variant's iptables works on this host, by
+// asking go-iptables for its version (one exec of "iptables-<v> --version").
+func Supported(v Variant) error {
+	path, err := lookPath(fmt.Sprintf("iptables-%s", v))
+	if err != nil {
+		return err
+	}
+	ipt, err := goiptables.New(goiptables.Path(path))
+	if err != nil {
+		return fmt.Errorf("iptables-%s: %w", v, err)
+	}
+	if a, b, _ := ipt.GetIptablesVersion(); a < 1 || a == 1 && b < 8 {
+		return fmt.Errorf("iptables-%s is older than 1.8", v)
+	}
+	return nil
+}
+
+// Name is "iptables-nft" or "iptables-legacy".
+func (b *Backend) Name() string { return "iptables-" + string(b.variant) }
+
+func restore(s *sandbox, path, input string) error {
+	_, err := s.run(path, input, "--noflush", "--wait=10")
+	return err
+}
+
+func gone(netnsPath string) bool {
+	_, err := os.Stat(netnsPath)
+	return errors.Is(err, os.ErrNotExist)
+}
+
+// Apply programs rs, one restore per family. If any step fails, every rule
+// of ours is removed from both families before the error is returned.
+func (b *Backend) Apply(netnsPath string, rs rules.RuleSet) error {
+	if err := validate.RuleSet(rs); err != nil {
+		return b.fail(netnsPath, fmt.Errorf("invalid rule set: %w", err))
+	}
+	err := inSandbox(netnsPath, func(s *sandbox) error {
+		for _, fam := range rs.Families {
+			input := rules.IptablesRestore(rs, fam)
+			old, err := b.existing(s, fam)
+			if err != nil {
+				return err
+			}
+			if old != nil {
+				input = withCleanup(input, old.cleanup())
+			}
+			if err := b.restore(s, b.bins[fam].restore, input); err != nil {
+				return fmt.Errorf("%s: %w", fam, err)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return b.fail(netnsPath, err)
+	}
+	ns, err := os.Open(netnsPath)
+	if err != nil {
+		return b.fail(netnsPath, fmt.Errorf("open netns: %w", err))
+	}
+	defer ns.Close()
+	if err := policy.Apply(ns, rs); err != nil {
+		return b.fail(netnsPath, err)
+	}
+	return nil
+}
+
+func (b *Backend) fail(netnsPath string, err error) error {
+	if derr := b.Delete(netnsPath); derr != nil {
+		return fmt.Errorf("%w (and removing our rules after the failure: %v)", err, derr)
+	}
+	return err
+}
+
+// existing returns the iptables-save dump of fam when the netns may hold
+// rules, nil when it certainly holds none. The check costs no exec: a fresh
+// pod netns has no iptables tables at all.
+func (b *Backend) existing(s *sandbox, fam rules.Family) (*dump, error) {
+	any, err := b.hasTables(fam)
+	if err != nil || !any {
+		return nil, err
+	}
+	out, err := s.run(b.bins[fam].save, "")
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", fam, err)
+	}
+	return parse(out)
+}
+
+// hasTables reports whether the sandbox's netns has any iptables table of
+// fam: for legacy the kernel's list of loaded x_tables, for nft the
+// nf_tables tables of that family (listed through netlink).
+func (b *Backend) hasTables(fam rules.Family) (bool, error) {
+	if b.variant == Legacy {
+		name := "/proc/thread-self/net/ip_tables_names"
+		if fam == rules.IPv6 {
+			name = "/proc/thread-self/net/ip6_tables_names"
+		}
+		data, err := os.ReadFile(name)
+		if errors.Is(err, os.ErrNotExist) {
+			return false, nil // x_tables not in this kernel at all
+		}
+		if err != nil {
+			return false, err
+		}
+		return strings.TrimSpace(string(data)) != "", nil
+	}
+	c, err := nftables.New() // in the sandbox thread's netns
+	if err != nil {
+		return false, fmt.Errorf("nftables netlink: %w", err)
+	}
+	tf := nftables.TableFamilyIPv4
+	if fam == rules.IPv6 {
+		tf = nftables.TableFamilyIPv6
+	}
+	ts, err := c.ListTablesOfFamily(tf)
+	if err != nil {
+		return false, fmt.Errorf("list nftables tables: %w", err)
+	}
+	return len(ts) > 0, nil
+}
+
+// Delete removes our chains and the jumps to them in both families, and
+// our policy routes. It succeeds when there is nothing to remove or the
+// netns is gone.
+func (b *Backend) Delete(netnsPath string) error {
+	if gone(netnsPath) {
+		return nil
+	}
+	err := inSandbox(netnsPath, func(s *sandbox) error {
+		var errs []error
+		for _, fam := range []rules.Family{rules.IPv4, rules.IPv6} {
+			old, err := b.existing(s, fam)
+			if err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			if old == nil {
+				continue
+			}
+			if input := withCleanup("", old.cleanup()); input != "" {
+				if err := b.restore(s, b.bins[fam].restore, input); err != nil {
+					errs = append(errs, fmt.Errorf("%s: %w", fam, err))
+				}
+			}
+		}
+		return errors.Join(errs...)
+	})
+	if err != nil {
+		return fmt.Errorf("remove iptables rules: %w", err)
+	}
+	ns, err := os.Open(netnsPath)
+	if err != nil {
+		return fmt.Errorf("open netns: %w", err)
+	}
+	defer ns.Close()
+	return policy.Delete(ns)
+}

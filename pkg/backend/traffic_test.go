@@ -1,0 +1,166 @@
+package backend_test
+
+import (
+	"fmt"
+	"net"
+	"net/netip"
+	"strings"
+	"testing"
+
+	"github.com/containernetworking/plugins/pkg/ns"
+
+	"github.com/mesh-cni/mesh-cni/pkg/backend"
+	"github.com/mesh-cni/mesh-cni/pkg/rules"
+)
+
+var backends = []string{"nftables", "iptables-nft", "iptables-legacy"}
+
+// testSpec is the pod contract of the traffic tests.
+func testSpec(mode rules.Mode) rules.Spec {
+	return rules.Spec{
+		Mesh:           "test",
+		Families:       []rules.Family{rules.IPv4, rules.IPv6},
+		ProxyUID:       proxyUID,
+		InboundPort:    inboundPort,
+		OutboundPort:   outboundPort,
+		Mode:           mode,
+		IgnoreInbound:  []rules.PortRange{{First: ignoredIn, Last: ignoredIn}},
+		IgnoreOutbound: []rules.PortRange{{First: ignoredOut, Last: ignoredOut}},
+		SkipOutboundSubnets: []netip.Prefix{netip.MustParsePrefix("198.19.1.0/24"),
+			netip.MustParsePrefix("fd00:20::/64")},
+		CaptureDNS: true,
+		DNSPort:    dnsPort,
+	}
+}
+
+type family struct {
+	name              string
+	pod, peer, remote string
+}
+
+var testFamilies = []family{
+	{"ipv4", podV4, peerV4, remoteV4},
+	{"ipv6", podV6, peerV6, remoteV6},
+}
+
+// TestTraffic programs each backend into a real pod netns and sends real
+// connections through it, in both families and both inbound modes.
+func TestTraffic(t *testing.T) {
+	for _, name := range backends {
+		for _, mode := range []rules.Mode{rules.Redirect, rules.TProxy} {
+			t.Run(name+"/"+string(mode), func(t *testing.T) {
+				b, err := backend.New(name)
+				if err != nil {
+					t.Fatal(err)
+				}
+				trafficTest(t, b, mode)
+			})
+		}
+	}
+}
+
+func trafficTest(t *testing.T, b backend.Backend, mode rules.Mode) {
+	tp := newTopo(t)
+	tp.start(t, tp.peer, 0, "-name", "peer", "-ports", fmt.Sprintf("%d,%d,53", appPort, ignoredOut))
+	tp.start(t, tp.pod, appUID, "-name", "app", "-ports", fmt.Sprintf("%d,%d", appPort, ignoredIn))
+	proxyArgs := []string{"-name", "proxy", "-outbound", fmt.Sprint(outboundPort), "-inbound", fmt.Sprint(inboundPort), "-dns", fmt.Sprint(dnsPort)}
+	if mode == rules.TProxy {
+		proxyArgs = append(proxyArgs, "-tproxy")
+	}
+	tp.start(t, tp.pod, proxyUID, proxyArgs...)
+
+	// Before: everything direct.
+	expectDirect(t, tp)
+
+	rs := rules.Generate(testSpec(mode))
+	if err := b.Apply(tp.pod.Path(), rs); err != nil {
+		t.Fatalf("Apply: %v", err)
+	}
+	if err := b.Check(tp.pod.Path(), rs); err != nil {
+		t.Fatalf("Check after Apply: %v", err)
+	}
+	if testing.Verbose() {
+		for _, c := range []string{"nft list ruleset", "iptables-legacy-save", "ip6tables-legacy-save", "ip rule show", "ip -6 route show table all"} {
+			out, _ := run(tp.pod, "sh", "-c", c)
+			t.Logf("%s:\n%s", c, out)
+		}
+	}
+	for _, f := range testFamilies {
+		t.Run(f.name, func(t *testing.T) {
+			expect(t, "app outbound lands at the proxy's outbound port", tp.pod, appUID, false, f.peer, appPort,
+				"proxy", "outbound", net.JoinHostPort(f.peer, fmt.Sprint(appPort)))
+			expect(t, "inbound from the peer lands at the proxy's inbound port", tp.peer, 0, false, f.pod, appPort,
+				"proxy", "inbound", net.JoinHostPort(f.pod, fmt.Sprint(appPort)))
+			expect(t, "ignored outbound port goes direct", tp.pod, appUID, false, f.peer, ignoredOut, "peer", "app", "")
+			expect(t, "ignored inbound port reaches the app", tp.peer, 0, false, f.pod, ignoredIn, "app", "app", "")
+			expect(t, "skip subnet goes direct", tp.pod, appUID, false, f.remote, appPort, "peer", "app", "")
+			expect(t, "the proxy's own traffic does not loop", tp.pod, proxyUID, false, f.peer, appPort, "peer", "app", "")
+			expect(t, "DNS over UDP goes to the DNS port", tp.pod, appUID, true, f.peer, 53, "proxy", "dns", "")
+			expect(t, "DNS over TCP goes to the DNS port", tp.pod, appUID, false, f.peer, 53, "proxy", "dns", "")
+		})
+	}
+
+	// Re-apply is idempotent: same rules, same behaviour.
+	if err := b.Apply(tp.pod.Path(), rs); err != nil {
+		t.Fatalf("second Apply: %v", err)
+	}
+	if err := b.Check(tp.pod.Path(), rs); err != nil {
+		t.Fatalf("Check after second Apply: %v", err)
+	}
+	expect(t, "outbound after re-apply", tp.pod, appUID, false, peerV4, appPort, "proxy", "outbound", "")
+
+	if err := b.Delete(tp.pod.Path()); err != nil {
+		t.Fatalf("Delete: %v", err)
+	}
+	if err := b.Check(tp.pod.Path(), rs); err == nil {
+		t.Error("Check after Delete: no error")
+	}
+	expectDirect(t, tp)
+	expectClean(t, tp.pod)
+	if err := b.Delete(tp.pod.Path()); err != nil {
+		t.Errorf("second Delete: %v", err)
+	}
+}
+
+func expectDirect(t *testing.T, tp *topo) {
+	t.Helper()
+	for _, f := range testFamilies {
+		expect(t, f.name+" outbound direct", tp.pod, appUID, false, f.peer, appPort, "peer", "app", "")
+		expect(t, f.name+" inbound direct", tp.peer, 0, false, f.pod, appPort, "app", "app", "")
+	}
+}
+
+// expect connects and checks who answered, in which role, and (when orig
+// is set) the original destination the proxy saw.
+func expect(t *testing.T, what string, n ns.NetNS, uid uint32, udp bool, host string, port int, name, role, orig string) {
+	t.Helper()
+	r, err := connect(n, uid, udp, host, port)
+	if err != nil {
+		t.Errorf("%s: %v", what, err)
+		return
+	}
+	if r.Name != name || r.Role != role || (orig != "" && r.Orig != orig) {
+		t.Errorf("%s: answered by %s/%s port %d orig %s (%s), want %s/%s orig %q", what, r.Name, r.Role, r.Port, r.Orig, r.Source, name, role, orig)
+	}
+}
+
+// expectClean checks that no backend left anything of ours in the netns.
+func expectClean(t *testing.T, n ns.NetNS) {
+	t.Helper()
+	for _, c := range [][]string{
+		{"nft", "list", "ruleset"},
+		{"iptables-nft-save"}, {"ip6tables-nft-save"},
+		{"iptables-legacy-save"}, {"ip6tables-legacy-save"},
+		{"ip", "-4", "rule", "show"}, {"ip", "-6", "rule", "show"},
+		{"ip", "-4", "route", "show", "table", "all"}, {"ip", "-6", "route", "show", "table", "all"},
+	} {
+		out, err := run(n, c[0], c[1:]...)
+		if err != nil {
+			t.Errorf("%v: %v\n%s", c, err, out)
+			continue
+		}
+		if strings.Contains(out, "MESH_") || strings.Contains(out, rules.NftTable) || strings.Contains(out, "proto 109") {
+			t.Errorf("%v still shows our rules:\n%s", c, out)
+		}
+	}
+}

@@ -1,0 +1,364 @@
+// Command testproxy stands in for a mesh proxy in tests. "serve" listens on
+// the outbound, inbound and DNS ports (and plain app ports), reads the
+// original destination of each connection, logs one JSON line per
+// connection and answers the client with the same line. "connect" is the
+// app side: it dials an address and prints the answer.
+//
+//	testproxy serve -name proxy -outbound 15001 -inbound 15006 -dns 15053 [-tproxy] [-log FILE] [-ready FILE]
+//	testproxy serve -name peer -ports 8080,9090
+//	testproxy connect [-udp] [-timeout 3s] HOST:PORT
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+	"unsafe"
+
+	"golang.org/x/net/ipv4"
+	"golang.org/x/net/ipv6"
+	"golang.org/x/sys/unix"
+)
+
+// Record is what the proxy logs and answers for each connection.
+type Record struct {
+	Name  string `json:"name"`
+	Role  string `json:"role"` // outbound, inbound, dns, app
+	Port  int    `json:"port"` // the listener's port
+	Proto string `json:"proto"`
+	Peer  string `json:"peer"`
+	// Orig is the original destination: SO_ORIGINAL_DST (IP6T_SO_ORIGINAL_DST)
+	// after a REDIRECT, else the socket's local address (TPROXY, direct).
+	Orig   string `json:"orig,omitempty"`
+	Source string `json:"source,omitempty"` // original_dst or local
+	UID    int    `json:"uid"`
+}
+
+func main() {
+	if len(os.Args) < 2 {
+		fmt.Fprintln(os.Stderr, "usage: testproxy serve|connect ...")
+		os.Exit(2)
+	}
+	var err error
+	switch os.Args[1] {
+	case "serve":
+		err = serve(os.Args[2:])
+	case "connect":
+		err = connect(os.Args[2:])
+	default:
+		err = fmt.Errorf("unknown command %q", os.Args[1])
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "testproxy:", err)
+		os.Exit(1)
+	}
+}
+
+type server struct {
+	name   string
+	tproxy bool
+	mu     sync.Mutex
+	out    []io.Writer
+}
+
+func serve(args []string) error {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	s := &server{}
+	fs.StringVar(&s.name, "name", "proxy", "name reported in each record")
+	outbound := fs.Int("outbound", 0, "outbound port")
+	inbound := fs.Int("inbound", 0, "inbound port")
+	dns := fs.Int("dns", 0, "DNS port (TCP and UDP)")
+	ports := fs.String("ports", "", "comma-separated plain app ports")
+	fs.BoolVar(&s.tproxy, "tproxy", false, "IP_TRANSPARENT listeners (TPROXY)")
+	logFile := fs.String("log", "", "also append records to this file")
+	ready := fs.String("ready", "", "create this file once listening")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	s.out = []io.Writer{os.Stdout}
+	if *logFile != "" {
+		f, err := os.OpenFile(*logFile, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		s.out = append(s.out, f)
+	}
+	roles := map[string]int{"outbound": *outbound, "inbound": *inbound, "dns": *dns}
+	var apps []int
+	for _, p := range strings.Split(*ports, ",") {
+		if p == "" {
+			continue
+		}
+		n, err := strconv.Atoi(p)
+		if err != nil {
+			return fmt.Errorf("bad port %q", p)
+		}
+		apps = append(apps, n)
+	}
+	for role, port := range roles {
+		if port != 0 {
+			if err := s.listenTCP(role, port); err != nil {
+				return err
+			}
+		}
+	}
+	for _, port := range apps {
+		if err := s.listenTCP("app", port); err != nil {
+			return err
+		}
+	}
+	if *dns != 0 {
+		if err := s.listenUDP("dns", *dns); err != nil {
+			return err
+		}
+	}
+	if *ready != "" {
+		if err := os.WriteFile(*ready, []byte("ok\n"), 0o644); err != nil {
+			return err
+		}
+	}
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
+	<-sig
+	return nil
+}
+
+func (s *server) control(network, _ string, c syscall.RawConn) error {
+	if !s.tproxy {
+		return nil
+	}
+	var serr error
+	err := c.Control(func(fd uintptr) {
+		if strings.HasSuffix(network, "6") {
+			serr = unix.SetsockoptInt(int(fd), unix.SOL_IPV6, unix.IPV6_TRANSPARENT, 1)
+		} else {
+			serr = unix.SetsockoptInt(int(fd), unix.SOL_IP, unix.IP_TRANSPARENT, 1)
+		}
+	})
+	if err != nil {
+		return err
+	}
+	if serr != nil {
+		return fmt.Errorf("IP_TRANSPARENT: %w", serr)
+	}
+	return nil
+}
+
+// listenTCP listens on port in both families; IPv6 is optional (a host
+// without it just has no IPv6 listener).
+func (s *server) listenTCP(role string, port int) error {
+	lc := net.ListenConfig{Control: s.control}
+	for _, network := range []string{"tcp4", "tcp6"} {
+		l, err := lc.Listen(context.Background(), network, net.JoinHostPort("", strconv.Itoa(port)))
+		if err != nil {
+			if network == "tcp6" && errors.Is(err, unix.EAFNOSUPPORT) {
+				continue
+			}
+			return fmt.Errorf("%s listen %s port %d: %w", role, network, port, err)
+		}
+		go s.accept(l, role, port)
+	}
+	return nil
+}
+
+func (s *server) accept(l net.Listener, role string, port int) {
+	for {
+		c, err := l.Accept()
+		if err != nil {
+			return
+		}
+		go s.handle(c.(*net.TCPConn), role, port)
+	}
+}
+
+func (s *server) handle(c *net.TCPConn, role string, port int) {
+	defer c.Close()
+	r := Record{Name: s.name, Role: role, Port: port, Proto: "tcp", Peer: c.RemoteAddr().String(), UID: os.Getuid()}
+	if orig, err := originalDst(c); err == nil {
+		r.Orig, r.Source = orig, "original_dst"
+	} else {
+		r.Orig, r.Source = c.LocalAddr().String(), "local"
+	}
+	line := s.log(r)
+	_ = c.SetWriteDeadline(time.Now().Add(5 * time.Second))
+	_, _ = c.Write(line)
+}
+
+func (s *server) listenUDP(role string, port int) error {
+	lc := net.ListenConfig{Control: s.control}
+	for _, network := range []string{"udp4", "udp6"} {
+		pc, err := lc.ListenPacket(context.Background(), network, net.JoinHostPort("", strconv.Itoa(port)))
+		if err != nil {
+			if network == "udp6" && errors.Is(err, unix.EAFNOSUPPORT) {
+				continue
+			}
+			return fmt.Errorf("%s listen %s port %d: %w", role, network, port, err)
+		}
+		go s.serveUDP(pc, network, role, port)
+	}
+	return nil
+}
+
+// serveUDP answers each datagram from the address it was sent to
+// (IP_PKTINFO): after a REDIRECT that is the loopback address conntrack
+// expects the reply from, not the one routing would pick.
+func (s *server) serveUDP(pc net.PacketConn, network, role string, port int) {
+	type packetConn interface {
+		ReadFrom([]byte) (int, net.Addr, net.IP, error)
+		WriteTo([]byte, net.IP, net.Addr) error
+	}
+	var c packetConn
+	if network == "udp6" {
+		p := ipv6.NewPacketConn(pc)
+		_ = p.SetControlMessage(ipv6.FlagDst, true)
+		c = v6conn{p}
+	} else {
+		p := ipv4.NewPacketConn(pc)
+		_ = p.SetControlMessage(ipv4.FlagDst, true)
+		c = v4conn{p}
+	}
+	buf := make([]byte, 2048)
+	for {
+		_, peer, dst, err := c.ReadFrom(buf)
+		if err != nil {
+			return
+		}
+		r := Record{Name: s.name, Role: role, Port: port, Proto: "udp", Peer: peer.String(), UID: os.Getuid()}
+		if dst != nil {
+			r.Orig, r.Source = net.JoinHostPort(dst.String(), strconv.Itoa(port)), "local"
+		}
+		_ = c.WriteTo(s.log(r), dst, peer)
+	}
+}
+
+type v4conn struct{ *ipv4.PacketConn }
+
+func (c v4conn) ReadFrom(b []byte) (int, net.Addr, net.IP, error) {
+	n, cm, peer, err := c.PacketConn.ReadFrom(b)
+	if cm == nil {
+		return n, peer, nil, err
+	}
+	return n, peer, cm.Dst, err
+}
+
+func (c v4conn) WriteTo(b []byte, src net.IP, to net.Addr) error {
+	_, err := c.PacketConn.WriteTo(b, &ipv4.ControlMessage{Src: src}, to)
+	return err
+}
+
+type v6conn struct{ *ipv6.PacketConn }
+
+func (c v6conn) ReadFrom(b []byte) (int, net.Addr, net.IP, error) {
+	n, cm, peer, err := c.PacketConn.ReadFrom(b)
+	if cm == nil {
+		return n, peer, nil, err
+	}
+	return n, peer, cm.Dst, err
+}
+
+func (c v6conn) WriteTo(b []byte, src net.IP, to net.Addr) error {
+	_, err := c.PacketConn.WriteTo(b, &ipv6.ControlMessage{Src: src}, to)
+	return err
+}
+
+func (s *server) log(r Record) []byte {
+	b, _ := json.Marshal(r)
+	b = append(b, '\n')
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, w := range s.out {
+		_, _ = w.Write(b)
+	}
+	return b
+}
+
+// originalDst reads the destination a connection had before REDIRECT:
+// SO_ORIGINAL_DST for IPv4, IP6T_SO_ORIGINAL_DST (same number, SOL_IPV6)
+// for IPv6.
+func originalDst(c *net.TCPConn) (string, error) {
+	raw, err := c.SyscallConn()
+	if err != nil {
+		return "", err
+	}
+	v6 := c.LocalAddr().(*net.TCPAddr).IP.To4() == nil
+	var addr string
+	var gerr error
+	err = raw.Control(func(fd uintptr) {
+		if v6 {
+			var sa unix.RawSockaddrInet6
+			size := uint32(unsafe.Sizeof(sa))
+			gerr = getsockopt(fd, unix.SOL_IPV6, ip6tSoOriginalDst, unsafe.Pointer(&sa), &size)
+			port := int(sa.Port>>8 | sa.Port<<8)
+			addr = net.JoinHostPort(net.IP(sa.Addr[:]).String(), strconv.Itoa(port))
+			return
+		}
+		var sa unix.RawSockaddrInet4
+		size := uint32(unsafe.Sizeof(sa))
+		gerr = getsockopt(fd, unix.SOL_IP, unix.SO_ORIGINAL_DST, unsafe.Pointer(&sa), &size)
+		port := int(sa.Port>>8 | sa.Port<<8)
+		addr = net.JoinHostPort(net.IP(sa.Addr[:]).String(), strconv.Itoa(port))
+	})
+	if err != nil {
+		return "", err
+	}
+	return addr, gerr
+}
+
+func getsockopt(fd uintptr, level, name int, p unsafe.Pointer, size *uint32) error {
+	_, _, errno := unix.Syscall6(unix.SYS_GETSOCKOPT, fd, uintptr(level), uintptr(name), uintptr(p), uintptr(unsafe.Pointer(size)), 0)
+	if errno != 0 {
+		return errno
+	}
+	return nil
+}
+
+func connect(args []string) error {
+	fs := flag.NewFlagSet("connect", flag.ContinueOnError)
+	udp := fs.Bool("udp", false, "send one UDP datagram and print the answer")
+	timeout := fs.Duration("timeout", 3*time.Second, "dial and read timeout")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() != 1 {
+		return fmt.Errorf("connect needs one HOST:PORT")
+	}
+	network := "tcp"
+	if *udp {
+		network = "udp"
+	}
+	c, err := net.DialTimeout(network, fs.Arg(0), *timeout)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(*timeout))
+	if *udp {
+		if _, err := c.Write([]byte("query\n")); err != nil {
+			return err
+		}
+		buf := make([]byte, 2048)
+		n, err := c.Read(buf)
+		if err != nil {
+			return err
+		}
+		_, err = os.Stdout.Write(buf[:n])
+		return err
+	}
+	_, err = io.Copy(os.Stdout, c)
+	return err
+}
+
+// ip6tSoOriginalDst is IP6T_SO_ORIGINAL_DST from linux/netfilter_ipv6/ip6_tables.h.
+const ip6tSoOriginalDst = 80
