@@ -199,4 +199,3 @@ func firstReady(ctx context.Context, client kubernetes.Interface, cfg *config, l
 		}
 	}
 }
-

@@ -45,7 +45,7 @@ type Options struct {
 	HostPath     func(string) string
 	Backend      string
 	Version      string
-	TokenResync  time.Duration // default 1m
+	TokenResync  time.Duration                       // default 1m
 	Publish      func(context.Context, Status) error // Node annotation; nil = off
 	OnFirstReady func()                              // once, the first time ready (startup taint)
 	Log          *slog.Logger
