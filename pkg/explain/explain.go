@@ -1,0 +1,376 @@
+// Package explain is "mesh-cni explain": it shows what ADD would decide for
+// a pod and the rules it would write, without touching any netns.
+package explain
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/mesh-cni/mesh-cni/pkg/config"
+	"github.com/mesh-cni/mesh-cni/pkg/mesh"
+	"github.com/mesh-cni/mesh-cni/pkg/rules"
+)
+
+const usage = `usage: mesh-cni explain [flags]
+
+Shows whether ADD would redirect a pod, and the rules it would write, as an
+"nft -f" script and as "iptables-restore --noflush" input per family.
+
+Settings (default: the linkerd and istio profiles with their defaults):
+  --profile linkerd|istio|custom   one profile, with its defaults
+  --mesh-config JSON               that profile's settings (a meshes.<name> object)
+  --config FILE                    the chain entry (or a conflist holding it)
+The pod:
+  --pod FILE                       a pod manifest, YAML or JSON (kubectl get pod -o yaml)
+  --annotation KEY=VALUE           a pod annotation (repeatable; over --pod's)
+  --label KEY=VALUE                a pod label (repeatable; over --pod's)
+Output:
+  --family ipv4,ipv6               the pod's families (default: --pod's status.podIPs, else both)
+  --format nft|iptables|both       (default both)
+`
+
+type kvFlag map[string]string
+
+func (kv kvFlag) String() string { return "" }
+func (kv kvFlag) Set(s string) error {
+	k, v, ok := strings.Cut(s, "=")
+	if !ok || strings.TrimSpace(k) == "" {
+		return fmt.Errorf("%q is not KEY=VALUE", s)
+	}
+	kv[strings.TrimSpace(k)] = v
+	return nil
+}
+
+type options struct {
+	profile, meshConfig, configPath, podPath, family, format string
+	annotations, labels                                      kvFlag
+}
+
+// Run is the CLI. Exit codes: 0 done (whatever the decision), 1 the input
+// is invalid (the error ADD would fail with), 2 usage.
+func Run(args []string, stdout, stderr io.Writer) int {
+	o := options{annotations: kvFlag{}, labels: kvFlag{}}
+	fs := flag.NewFlagSet("mesh-cni explain", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() { fmt.Fprint(stderr, usage) }
+	fs.StringVar(&o.profile, "profile", "", "")
+	fs.StringVar(&o.meshConfig, "mesh-config", "", "")
+	fs.StringVar(&o.configPath, "config", "", "")
+	fs.StringVar(&o.podPath, "pod", "", "")
+	fs.StringVar(&o.family, "family", "", "")
+	fs.StringVar(&o.format, "format", "both", "")
+	fs.Var(o.annotations, "annotation", "")
+	fs.Var(o.labels, "label", "")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	usageErr := func(msg string) int {
+		fmt.Fprintf(stderr, "mesh-cni explain: %s\n%s", msg, usage)
+		return 2
+	}
+	switch {
+	case fs.NArg() > 0:
+		return usageErr(fmt.Sprintf("unexpected argument %q", fs.Arg(0)))
+	case o.profile != "" && o.configPath != "":
+		return usageErr("--profile and --config exclude each other")
+	case o.meshConfig != "" && o.profile == "":
+		return usageErr("--mesh-config needs --profile")
+	case !slices.Contains([]string{"nft", "iptables", "both"}, o.format):
+		return usageErr(fmt.Sprintf("--format %q: want nft, iptables or both", o.format))
+	}
+	if err := explain(o, stdout); err != nil {
+		fmt.Fprintf(stderr, "mesh-cni explain: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+// settings is what the chain entry contributes.
+type settings struct {
+	meshes      map[string]mesh.Config
+	excludeNS   []string
+	agentNS     string
+	agentPrefix string
+	ipv6        bool
+}
+
+func loadSettings(o options) (settings, error) {
+	s := settings{ipv6: true}
+	switch {
+	case o.configPath != "":
+		conf, err := readChainEntry(o.configPath)
+		if err != nil {
+			return s, err
+		}
+		s.meshes, s.excludeNS = conf.Meshes, conf.ExcludeNamespaces
+		s.agentNS, s.agentPrefix = conf.AgentNamespace, conf.AgentPodPrefix
+		s.ipv6 = conf.IPv6 == nil || *conf.IPv6
+	case o.profile != "":
+		if _, err := mesh.Defaults(o.profile); err != nil {
+			return s, err
+		}
+		var c mesh.Config
+		if o.meshConfig != "" {
+			dec := json.NewDecoder(strings.NewReader(o.meshConfig))
+			dec.DisallowUnknownFields()
+			if err := dec.Decode(&c); err != nil {
+				return s, fmt.Errorf("--mesh-config: %w", err)
+			}
+		}
+		c.Enabled = ptr(true)
+		s.meshes = map[string]mesh.Config{o.profile: c}
+	default:
+		s.meshes = map[string]mesh.Config{mesh.Linkerd: {}, mesh.Istio: {}}
+	}
+	for _, name := range sortedKeys(s.meshes) {
+		if err := mesh.Validate(name, s.meshes[name]); err != nil {
+			return s, err
+		}
+	}
+	return s, nil
+}
+
+// readChainEntry reads the chain entry through pkg/config, the plugin's own
+// parser. A conflist is accepted too: its mesh-cni entry is used.
+func readChainEntry(path string) (*config.NetConf, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var list struct {
+		Plugins []json.RawMessage `json:"plugins"`
+	}
+	if json.Unmarshal(b, &list) == nil && list.Plugins != nil {
+		b = nil
+		for _, p := range list.Plugins {
+			var t struct {
+				Type string `json:"type"`
+			}
+			if json.Unmarshal(p, &t) == nil && t.Type == "mesh-cni" {
+				b = p
+			}
+		}
+		if b == nil {
+			return nil, fmt.Errorf("%s: the conflist has no mesh-cni entry", path)
+		}
+	}
+	conf, err := config.Parse(b)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return conf, nil
+}
+
+func explain(o options, w io.Writer) error {
+	set, err := loadSettings(o)
+	if err != nil {
+		return err
+	}
+	pod := mesh.Pod{Annotations: map[string]string{}}
+	var fams []rules.Family
+	if o.podPath != "" {
+		if pod, fams, err = readPod(o.podPath); err != nil {
+			return err
+		}
+	}
+	for k, v := range o.annotations {
+		pod.Annotations[k] = v
+	}
+	if len(o.labels) > 0 && pod.Labels == nil {
+		pod.Labels = map[string]string{}
+	}
+	for k, v := range o.labels {
+		pod.Labels[k] = v
+	}
+	if o.family != "" {
+		if fams, err = parseFamilies(o.family); err != nil {
+			return err
+		}
+	}
+	if len(fams) == 0 {
+		fams = []rules.Family{rules.IPv4, rules.IPv6}
+	}
+	if !set.ipv6 {
+		fams = slices.DeleteFunc(slices.Clone(fams), func(f rules.Family) bool { return f == rules.IPv6 })
+		fmt.Fprintln(w, "note: the chain entry has \"ipv6\": false, IPv6 is not programmed")
+		if len(fams) == 0 {
+			return errors.New("the pod has only IPv6 and the chain entry has \"ipv6\": false")
+		}
+	}
+	if pod.Name != "" {
+		fmt.Fprintf(w, "pod: %s/%s\n", pod.Namespace, pod.Name)
+	}
+	if set.excluded(pod) {
+		fmt.Fprintf(w, "decision: skip (%s): namespace or agent pod excluded by the chain entry; ADD changes nothing\n", mesh.ReasonExcluded)
+		return nil
+	}
+
+	// As ADD does: the annotations first (what the runtime passes), the
+	// pod spec only when they cannot decide.
+	first := pod
+	first.SpecKnown, first.Containers, first.InitContainers, first.Labels = false, nil, nil, nil
+	d, err := mesh.Decide(set.meshes, first, fams)
+	if err != nil {
+		return err
+	}
+	if d.NeedSpec {
+		fmt.Fprintf(w, "annotations alone: cannot decide (%s%s); ADD looks the pod up\n", d.Reason, meshSuffix(d.Mesh))
+		if !pod.SpecKnown {
+			fmt.Fprintln(w, "decision: needs the pod spec (pass --pod)")
+			return nil
+		}
+		if d, err = mesh.Decide(set.meshes, pod, fams); err != nil {
+			return err
+		}
+	}
+	if !d.Meshed {
+		fmt.Fprintf(w, "decision: skip (%s%s); ADD changes nothing\n", d.Reason, meshSuffix(d.Mesh))
+		return nil
+	}
+	fmt.Fprintf(w, "decision: redirect (mesh %s)\n", d.Mesh)
+	writeSpec(w, *d.Spec)
+	rs := rules.Generate(*d.Spec)
+	if o.format != "iptables" {
+		fmt.Fprintf(w, "\n# nft -f -\n%s", rules.Nft(rs))
+	}
+	if o.format != "nft" {
+		for _, f := range rs.Families {
+			prog := "iptables"
+			if f == rules.IPv6 {
+				prog = "ip6tables"
+			}
+			fmt.Fprintf(w, "\n# %s-restore --noflush\n%s", prog, rules.IptablesRestore(rs, f))
+		}
+	}
+	for _, pr := range rs.PolicyRoutes {
+		fmt.Fprintf(w, "\n# policy routing, per family\nip rule add fwmark %d lookup %d\nip route add local default dev lo table %d\n", pr.Mark, pr.Table, pr.Table)
+	}
+	return nil
+}
+
+func (s settings) excluded(pod mesh.Pod) bool {
+	if pod.Namespace == "" {
+		return false
+	}
+	if slices.Contains(s.excludeNS, pod.Namespace) {
+		return true
+	}
+	return s.agentNS != "" && pod.Namespace == s.agentNS && s.agentPrefix != "" && strings.HasPrefix(pod.Name, s.agentPrefix)
+}
+
+func meshSuffix(m string) string {
+	if m == "" {
+		return ""
+	}
+	return ", mesh " + m
+}
+
+func parseFamilies(s string) ([]rules.Family, error) {
+	var out []rules.Family
+	for _, p := range strings.Split(s, ",") {
+		switch strings.ToLower(strings.TrimSpace(p)) {
+		case "ipv4", "4", "v4":
+			out = append(out, rules.IPv4)
+		case "ipv6", "6", "v6":
+			out = append(out, rules.IPv6)
+		default:
+			return nil, fmt.Errorf("--family %q: want ipv4, ipv6 or both", s)
+		}
+	}
+	return out, nil
+}
+
+// writeSpec prints the resolved settings, one line each.
+func writeSpec(w io.Writer, s rules.Spec) {
+	var b bytes.Buffer
+	line := func(k, format string, a ...any) {
+		fmt.Fprintf(&b, "  %-18s "+format+"\n", append([]any{k + ":"}, a...)...)
+	}
+	fams := make([]string, len(s.Families))
+	for i, f := range s.Families {
+		fams[i] = f.String()
+	}
+	line("families", "%s", strings.Join(fams, ", "))
+	line("mode", "%s", s.Mode)
+	gid := "none"
+	if s.ProxyGID != nil {
+		gid = fmt.Sprint(*s.ProxyGID)
+	}
+	line("proxy uid/gid", "%d/%s (exempt)", s.ProxyUID, gid)
+	line("inbound", "to port %d, ports %s, except %s", s.InboundPort, portsOr(s.InboundPorts, "all"), portsOr(withTunnel(s), "none"))
+	line("outbound", "to port %d, except ports %s", s.OutboundPort, portsOr(s.IgnoreOutbound, "none"))
+	if s.IncludeSubnets != nil {
+		line("outbound only to", "%s, or ports %s", prefixesOr(s.IncludeSubnets, "no subnet"), portsOr(s.IncludeOutbound, "none"))
+	}
+	line("skip subnets", "%s (both ways); %s (outbound)", prefixesOr(s.SkipSubnets, "none"), prefixesOr(s.SkipOutboundSubnets, "none"))
+	if len(s.ExcludeIfaces) > 0 {
+		line("excluded ifaces", "%s", strings.Join(s.ExcludeIfaces, ", "))
+	}
+	if s.CaptureDNS {
+		line("dns", "tcp/udp 53 to port %d", s.DNSPort)
+	}
+	if s.LoopbackToInbound {
+		line("proxy to self", "through the inbound redirect")
+	}
+	w.Write(b.Bytes())
+}
+
+func withTunnel(s rules.Spec) []rules.PortRange {
+	out := slices.Clone(s.IgnoreInbound)
+	if s.TunnelPort != 0 {
+		out = append(out, rules.PortRange{First: s.TunnelPort, Last: s.TunnelPort})
+	}
+	return out
+}
+
+func portsOr(ps []rules.PortRange, none string) string {
+	if ps == nil {
+		return none
+	}
+	if len(ps) == 0 {
+		return "none"
+	}
+	ps = slices.Clone(ps)
+	slices.SortFunc(ps, func(a, b rules.PortRange) int { return int(a.First) - int(b.First) })
+	s := make([]string, len(ps))
+	for i, p := range ps {
+		s[i] = fmt.Sprint(p.First)
+		if p.Last != p.First {
+			s[i] += fmt.Sprintf("-%d", p.Last)
+		}
+	}
+	return strings.Join(s, ",")
+}
+
+func prefixesOr[T fmt.Stringer](ps []T, none string) string {
+	if len(ps) == 0 {
+		return none
+	}
+	s := make([]string, len(ps))
+	for i, p := range ps {
+		s[i] = p.String()
+	}
+	return strings.Join(s, ",")
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func ptr[T any](v T) *T { return &v }

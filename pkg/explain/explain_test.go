@@ -1,0 +1,150 @@
+package explain
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+)
+
+func run(t *testing.T, args ...string) (int, string, string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code := Run(args, &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+func expect(t *testing.T, got string, want ...string) {
+	t.Helper()
+	for _, w := range want {
+		if !strings.Contains(got, w) {
+			t.Errorf("output lacks %q:\n%s", w, got)
+		}
+	}
+}
+
+func reject(t *testing.T, got string, unwanted ...string) {
+	t.Helper()
+	for _, w := range unwanted {
+		if strings.Contains(got, w) {
+			t.Errorf("output has %q:\n%s", w, got)
+		}
+	}
+}
+
+func TestIstioAnnotations(t *testing.T) {
+	code, out, errs := run(t,
+		"--annotation", `sidecar.istio.io/status={"containers":["istio-proxy"]}`,
+		"--annotation", "traffic.sidecar.istio.io/excludeOutboundIPRanges=10.0.0.0/8",
+		"--annotation", "sidecar.istio.io/interceptionMode=TPROXY",
+		"--family", "ipv4")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	expect(t, out, "decision: redirect (mesh istio)", "mode:              TPROXY",
+		"# nft -f -\ntable inet mesh_cni", "tproxy ip to :15006",
+		"# iptables-restore --noflush\n*nat", "*mangle", "-j TPROXY --on-port 15006",
+		"-A MESH_OUTPUT -d 10.0.0.0/8 -m comment --comment \"mesh-cni/skip-subnets\" -j RETURN",
+		"ip rule add fwmark 1337 lookup 133")
+	reject(t, out, "ip6tables-restore", "ip6 ")
+}
+
+func TestFormat(t *testing.T) {
+	_, out, _ := run(t, "--profile", "istio", "--annotation", `sidecar.istio.io/status={"containers":["istio-proxy"]}`, "--format", "nft")
+	expect(t, out, "table inet mesh_cni")
+	reject(t, out, "iptables-restore")
+	_, out, _ = run(t, "--profile", "istio", "--annotation", `sidecar.istio.io/status={"containers":["istio-proxy"]}`, "--format", "iptables")
+	expect(t, out, "# iptables-restore --noflush", "# ip6tables-restore --noflush")
+	reject(t, out, "table inet")
+}
+
+// A pod manifest: annotations alone cannot decide for linkerd, so the spec
+// is read as ADD would, with the proxy's runAsUser and the pod's families.
+func TestLinkerdPodManifest(t *testing.T) {
+	code, out, errs := run(t, "--pod", "testdata/linkerd-pod.yaml")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	expect(t, out, "pod: shop/web-6d4cf56db6-abcde",
+		"annotations alone: cannot decide (need-spec, mesh linkerd)",
+		"decision: redirect (mesh linkerd)", "families:          ipv4, ipv6", "proxy uid/gid:     2103/none",
+		"--uid-owner 2103", "# ip6tables-restore --noflush", "-A MESH_INBOUND -s fd00:10:96::/112",
+		"-A MESH_OUTPUT -p tcp --dport 3306", "ip6 saddr fd00:10:96::/112 return")
+}
+
+// Labels never reach ADD from the runtime; they count once the pod is
+// looked up.
+func TestLabels(t *testing.T) {
+	_, out, _ := run(t, "--pod", "testdata/linkerd-pod.yaml", "--label", "linkerd.io/control-plane-component=destination")
+	expect(t, out, "except ports 443,3306,6443", "-A MESH_OUTPUT -p tcp -m multiport --dports 443,3306,6443")
+}
+
+func TestSkips(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--pod", "testdata/linkerd-init-pod.json"}, "decision: skip (init-container-mode, mesh linkerd); ADD changes nothing"},
+		{[]string{"--pod", "testdata/istio-gateway.yaml"}, "decision: skip (not-sidecar, mesh istio)"},
+		{[]string{"--annotation", "app=web"}, "decision: skip (no-sidecar)"},
+		{[]string{"--annotation", "linkerd.io/proxy-version=x"}, "decision: needs the pod spec (pass --pod)"},
+		{[]string{"--annotation", `sidecar.istio.io/status={"containers":["istio-proxy"]}`, "--annotation", "sidecar.istio.io/inject=false"}, "decision: skip (inject-disabled, mesh istio)"},
+	} {
+		code, out, errs := run(t, c.args...)
+		if code != 0 {
+			t.Errorf("%v: exit %d: %s", c.args, code, errs)
+		}
+		expect(t, out, c.want)
+		reject(t, out, "*nat", "table inet")
+	}
+}
+
+// --config reads the chain entry through the plugin's parser, from a
+// conflist: excluded namespaces, ipv6 off, a custom mesh.
+func TestConfig(t *testing.T) {
+	_, out, _ := run(t, "--config", "testdata/conflist.json", "--pod", "testdata/linkerd-pod.yaml")
+	expect(t, out, "decision: skip (excluded)")
+
+	code, out, errs := run(t, "--config", "testdata/conflist.json", "--annotation", "example.com/proxy=envoy")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	expect(t, out, `"ipv6": false`, "decision: redirect (mesh custom)", "families:          ipv4", "mode:              TPROXY", "--uid-owner 101")
+	reject(t, out, "ip6tables-restore")
+
+	_, out, _ = run(t, "--config", "testdata/conflist.json", "--annotation", `sidecar.istio.io/status={"containers":["istio-proxy"]}`)
+	expect(t, out, "decision: skip (no-sidecar)") // istio disabled in the config
+}
+
+func TestErrors(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"--annotation", "linkerd.io/proxy-version=x", "--annotation", "config.linkerd.io/skip-inbound-ports=80,abc", "--profile", "linkerd", "--mesh-config", `{"trustAnnotations": true}`},
+			1, `annotation config.linkerd.io/skip-inbound-ports="80,abc": invalid port "abc"`},
+		{[]string{"--annotation", `sidecar.istio.io/status={"containers":["istio-proxy"]}`, "--annotation", "traffic.sidecar.istio.io/includeOutboundIPRanges=10.0.0.0/33"},
+			1, `includeOutboundIPRanges="10.0.0.0/33": invalid CIDR`},
+		{[]string{"--profile", "consul"}, 1, `unknown mesh profile "consul"`},
+		{[]string{"--profile", "custom"}, 1, "needs sidecar or selectAnnotation"},
+		{[]string{"--profile", "linkerd", "--mesh-config", `{"inboundPort": "x"}`}, 1, "--mesh-config"},
+		{[]string{"--profile", "linkerd", "--mesh-config", `{"bogus": 1}`}, 1, `unknown field "bogus"`},
+		{[]string{"--config", "testdata/nope.json"}, 1, "no such file"},
+		{[]string{"--config", "testdata/linkerd-pod.yaml"}, 1, "linkerd-pod.yaml"},
+		{[]string{"--pod", "testdata/conflist.json"}, 0, "decision: skip (no-sidecar)"}, // a conflist is no pod, but parses as an empty one
+		{[]string{"--family", "ipv5"}, 1, `--family "ipv5"`},
+		{[]string{"--format", "yaml"}, 2, "--format"},
+		{[]string{"--profile", "istio", "--config", "x"}, 2, "exclude each other"},
+		{[]string{"--mesh-config", "{}"}, 2, "needs --profile"},
+		{[]string{"--annotation", "novalue"}, 2, "KEY=VALUE"},
+		{[]string{"extra"}, 2, `unexpected argument "extra"`},
+	} {
+		code, out, errs := run(t, c.args...)
+		if code != c.code || !strings.Contains(out+errs, c.want) {
+			t.Errorf("%v: exit %d, want %d with %q; stdout:\n%s\nstderr:\n%s", c.args, code, c.code, c.want, out, errs)
+		}
+	}
+	if code, _, errs := run(t, "-h"); code != 0 || !strings.Contains(errs, "usage: mesh-cni explain") {
+		t.Errorf("-h: %d %s", code, errs)
+	}
+}
