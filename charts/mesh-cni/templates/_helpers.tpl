@@ -1,0 +1,269 @@
+{{/*
+Names and labels.
+*/}}
+{{- define "mesh-cni.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "mesh-cni.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{- define "mesh-cni.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create }}
+{{- default (include "mesh-cni.fullname" .) .Values.serviceAccount.name }}
+{{- else }}
+{{- default "default" .Values.serviceAccount.name }}
+{{- end }}
+{{- end }}
+
+{{/* Selector labels: only name and instance, so they never change on upgrade. */}}
+{{- define "mesh-cni.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "mesh-cni.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end }}
+
+{{- define "mesh-cni.labels" -}}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{ include "mesh-cni.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/component: node-agent
+app.kubernetes.io/part-of: mesh-cni
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- with .Values.commonLabels }}
+{{ toYaml . }}
+{{- end }}
+{{- end }}
+
+{{- define "mesh-cni.image" -}}
+{{- $tag := default .Chart.AppVersion .Values.image.tag }}
+{{- if .Values.image.digest }}
+{{- printf "%s@%s" .Values.image.repository .Values.image.digest }}
+{{- else }}
+{{- printf "%s:%s" .Values.image.repository $tag }}
+{{- end }}
+{{- end }}
+
+{{/*
+Platform presets: what each platform sets when the value is not given
+(conventions: docs/platforms in README.md).
+*/}}
+{{- define "mesh-cni.presets" -}}
+gke:
+  binDir: /home/kubernetes/bin
+  resourceQuota: true
+openshift:
+  binDir: /var/lib/cni/bin
+  confDir: /etc/cni/multus/net.d
+  chained: false
+  confFileName: mesh-cni.conf
+  scc: true
+  nad: true
+  seLinuxType: spc_t
+k3s:
+  binDir: /var/lib/rancher/k3s/data/cni
+  confDir: /var/lib/rancher/k3s/agent/etc/cni/net.d
+microk8s:
+  binDir: /var/snap/microk8s/current/opt/cni/bin
+  confDir: /var/snap/microk8s/current/args/cni-network
+eks: {}
+aks: {}
+talos: {}
+{{- end }}
+
+{{/*
+mesh-cni.settings resolves every setting once: an explicit value wins, then
+the linkerd2-cni name of the same setting, then the platform preset, then the
+default. Templates read it with `include "mesh-cni.settings" . | fromJson`.
+*/}}
+{{- define "mesh-cni.settings" -}}
+{{- $v := .Values }}
+{{- $presets := include "mesh-cni.presets" . | fromYaml }}
+{{- $p := dict }}
+{{- if $v.platform }}
+{{- if not (hasKey $presets $v.platform) }}
+{{- fail (printf "platform: unknown preset %q; use one of: gke, openshift, k3s, microk8s, eks, aks, talos" $v.platform) }}
+{{- end }}
+{{- $p = get $presets $v.platform }}
+{{- end }}
+{{- $s := dict "platform" $v.platform }}
+
+{{- /* CNI dirs: cni.* > destCNI*Dir (linkerd2-cni) > preset > default. */}}
+{{- $bin := $v.cni.binDir }}
+{{- if and $v.destCNIBinDir $bin (ne $bin $v.destCNIBinDir) }}
+{{- fail (printf "cni.binDir=%q and destCNIBinDir=%q disagree; set only one" $bin $v.destCNIBinDir) }}
+{{- end }}
+{{- $_ := set $s "binDir" (coalesce $bin $v.destCNIBinDir $p.binDir "/opt/cni/bin") }}
+{{- $conf := $v.cni.confDir }}
+{{- if and $v.destCNINetDir $conf (ne $conf $v.destCNINetDir) }}
+{{- fail (printf "cni.confDir=%q and destCNINetDir=%q disagree; set only one" $conf $v.destCNINetDir) }}
+{{- end }}
+{{- $_ := set $s "confDir" (coalesce $conf $v.destCNINetDir $p.confDir "/etc/cni/net.d") }}
+{{- range $k := list "binDir" "confDir" }}
+{{- if not (hasPrefix "/" (get $s $k)) }}
+{{- fail (printf "cni.%s=%q must be an absolute host path" $k (get $s $k)) }}
+{{- end }}
+{{- end }}
+{{- range $k := list "stateDir" "runDir" }}
+{{- if not (hasPrefix "/" (get $v $k)) }}
+{{- fail (printf "%s=%q must be an absolute host path" $k (get $v $k)) }}
+{{- end }}
+{{- end }}
+{{- $_ := set $s "confFileName" (coalesce $v.cni.confFileName $p.confFileName "") }}
+{{- if kindIs "bool" $v.cni.chained }}
+{{- $_ := set $s "chained" $v.cni.chained }}
+{{- else if hasKey $p "chained" }}
+{{- $_ := set $s "chained" $p.chained }}
+{{- else }}
+{{- $_ := set $s "chained" true }}
+{{- end }}
+{{- if and (not $s.chained) $v.cni.subdirChaining }}
+{{- fail "cni.subdirChaining=true needs cni.chained=true: a standalone config has no chain to join" }}
+{{- end }}
+{{- if and (not $s.chained) (not $s.confFileName) }}
+{{- fail "cni.chained=false needs cni.confFileName: the name of the standalone config file to write" }}
+{{- end }}
+
+{{- /* Backend and IPv6: the linkerd2-cni names, when given, replace the defaults. */}}
+{{- $backend := $v.backend }}
+{{- if hasKey $v "iptablesMode" }}
+{{- $mapped := get (dict "nft" "iptables-nft" "legacy" "iptables-legacy" "plain" "auto") (toString $v.iptablesMode) }}
+{{- if not $mapped }}
+{{- fail (printf "iptablesMode: %q is not one of nft, legacy, plain" (toString $v.iptablesMode)) }}
+{{- end }}
+{{- if and (ne $backend "auto") (ne $backend $mapped) }}
+{{- fail (printf "backend=%q and iptablesMode=%q disagree; set only one" $backend $v.iptablesMode) }}
+{{- end }}
+{{- $backend = $mapped }}
+{{- end }}
+{{- $_ := set $s "backend" $backend }}
+{{- $ipv6 := $v.ipv6 }}
+{{- if hasKey $v "disableIPv6" }}
+{{- $ipv6 = not $v.disableIPv6 }}
+{{- end }}
+{{- $_ := set $s "ipv6" $ipv6 }}
+
+{{- /* Repair: repairController.enabled (linkerd2-cni) replaces the default. */}}
+{{- $repair := $v.repair.enabled }}
+{{- if and (hasKey $v "repairController") (hasKey $v.repairController "enabled") }}
+{{- $repair = $v.repairController.enabled }}
+{{- end }}
+{{- $_ := set $s "repair" $repair }}
+{{- if and $repair (not $v.rbac.create) }}
+{{- fail "repair.enabled=true needs rbac.create=true: the repair controller must be granted evict/delete/patch on pods and events; set repair.enabled=false or rbac.create=true" }}
+{{- end }}
+{{- if and $v.startupTaint.enabled (not $v.rbac.create) }}
+{{- fail "startupTaint.enabled=true needs rbac.create=true: removing the taint needs patch on nodes" }}
+{{- end }}
+{{- if and $v.startupTaint.enabled (not $v.startupTaint.key) }}
+{{- fail "startupTaint.enabled=true needs startupTaint.key" }}
+{{- end }}
+{{- if eq (int $v.probes.port) (int $v.metrics.port) }}
+{{- fail (printf "probes.port and metrics.port are both %v; they need different ports" $v.probes.port) }}
+{{- end }}
+
+{{- /* Extras the presets switch on. */}}
+{{- $_ := set $s "resourceQuota" (ternary $v.resourceQuota.enabled (default false $p.resourceQuota) (kindIs "bool" $v.resourceQuota.enabled)) }}
+{{- $_ := set $s "scc" (ternary $v.openshift.scc.enabled (default false $p.scc) (kindIs "bool" $v.openshift.scc.enabled)) }}
+{{- $_ := set $s "nad" (ternary $v.openshift.networkAttachmentDefinition.enabled (default false $p.nad) (kindIs "bool" $v.openshift.networkAttachmentDefinition.enabled)) }}
+{{- if and $s.nad $s.chained }}
+{{- fail "openshift.networkAttachmentDefinition.enabled=true needs cni.chained=false: Multus attaches mesh-cni as its own network" }}
+{{- end }}
+{{- $se := deepCopy (default dict $v.seLinuxOptions) }}
+{{- if and (not $se.type) $p.seLinuxType }}
+{{- $_ := set $se "type" $p.seLinuxType }}
+{{- end }}
+{{- $_ := set $s "seLinuxOptions" $se }}
+
+{{- /* Resources: the linkerd2-cni form {cpu: {request, limit}, ...} is converted. */}}
+{{- $res := dict }}
+{{- range $k, $r := $v.resources }}
+{{- if has $k (list "cpu" "memory" "ephemeral-storage") }}
+{{- if $r.request }}{{ $_ := set $res "requests" (merge (default dict $res.requests) (dict $k $r.request)) }}{{ end }}
+{{- if $r.limit }}{{ $_ := set $res "limits" (merge (default dict $res.limits) (dict $k $r.limit)) }}{{ end }}
+{{- else if $r }}
+{{- $_ := set $res $k $r }}
+{{- end }}
+{{- end }}
+{{- $_ := set $s "resources" $res }}
+
+{{- /* Affinity: nodeAffinity (linkerd2-cni) fills in affinity.nodeAffinity. */}}
+{{- $aff := deepCopy (default dict $v.affinity) }}
+{{- if and $v.nodeAffinity (not $aff.nodeAffinity) }}
+{{- $_ := set $aff "nodeAffinity" $v.nodeAffinity }}
+{{- end }}
+{{- $_ := set $s "affinity" $aff }}
+{{- toJson $s }}
+{{- end }}
+
+{{/* Ports list from a linkerd2-cni comma string ("4190,4191") or a list. */}}
+{{- define "mesh-cni.portList" -}}
+{{- $out := list }}
+{{- if kindIs "string" . }}
+{{- range splitList "," . }}{{ $t := trim . }}{{ if $t }}{{ $out = append $out $t }}{{ end }}{{ end }}
+{{- else }}
+{{- range . }}{{ $out = append $out (toString .) }}{{ end }}
+{{- end }}
+{{- toJson $out }}
+{{- end }}
+
+{{/*
+mesh-cni.meshes renders the plugin's "meshes" object: each profile with its
+empty fields left out, and the linkerd2-cni proxy values folded into linkerd.
+*/}}
+{{- define "mesh-cni.meshes" -}}
+{{- $v := .Values }}
+{{- $out := dict }}
+{{- range $name, $m := $v.meshes }}
+{{- $c := dict }}
+{{- range $k, $x := $m }}
+{{- if kindIs "invalid" $x }}
+{{- else if has $k (list "portsToRedirect" "ignoreInboundPorts" "ignoreOutboundPorts" "includeOutboundPorts") }}
+{{- $l := include "mesh-cni.portList" $x | fromJsonArray }}
+{{- if $l }}{{ $_ := set $c $k $l }}{{ end }}
+{{- else if kindIs "slice" $x }}
+{{- if $x }}{{ $_ := set $c $k $x }}{{ end }}
+{{- else if kindIs "string" $x }}
+{{- if $x }}{{ $_ := set $c $k $x }}{{ end }}
+{{- else if has $k (list "proxyUID" "proxyGID" "inboundPort" "outboundPort" "tunnelPort" "dnsPort") }}
+{{- if ge (int64 $x) 0 }}{{ $_ := set $c $k (int64 $x) }}{{ end }}
+{{- else }}
+{{- $_ := set $c $k $x }}
+{{- end }}
+{{- end }}
+{{- $_ := set $out $name $c }}
+{{- end }}
+{{- $l := default dict $out.linkerd }}
+{{- range $from, $to := dict "inboundProxyPort" "inboundPort" "outboundProxyPort" "outboundPort" "proxyUID" "proxyUID" "proxyGID" "proxyGID" }}
+{{- if hasKey $v $from }}
+{{- $x := get $v $from }}
+{{- if and (not (kindIs "invalid" $x)) (ge (int64 $x) 0) }}
+{{- $_ := set $l $to (int64 $x) }}
+{{- else }}
+{{- $_ := unset $l $to }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- if hasKey $v "ignoreInboundPorts" }}
+{{- $ports := list (toString (default 4190 $v.proxyControlPort)) (toString (default 4191 $v.proxyAdminPort)) }}
+{{- $ports = concat $ports (include "mesh-cni.portList" $v.ignoreInboundPorts | fromJsonArray) }}
+{{- $_ := set $l "ignoreInboundPorts" $ports }}
+{{- end }}
+{{- range $k := list "ignoreOutboundPorts" "portsToRedirect" }}
+{{- if hasKey $v $k }}
+{{- $ports := include "mesh-cni.portList" (get $v $k) | fromJsonArray }}
+{{- if $ports }}{{ $_ := set $l $k $ports }}{{ else }}{{ $_ := unset $l $k }}{{ end }}
+{{- end }}
+{{- end }}
+{{- if $out.linkerd }}{{ $_ := set $out "linkerd" $l }}{{ end }}
+{{- toJson $out }}
+{{- end }}

@@ -1,0 +1,151 @@
+// Package chart renders the mesh-cni Helm chart the way `helm template` does,
+// and writes the kustomize base generated from it. The tests in this package
+// hold the chart, the kustomize tree and both Helm major versions together.
+package chart
+
+import (
+	"fmt"
+	"regexp"
+	"strings"
+
+	"helm.sh/helm/v3/pkg/chart/loader"
+	"helm.sh/helm/v3/pkg/chartutil"
+	"helm.sh/helm/v3/pkg/engine"
+	"helm.sh/helm/v3/pkg/releaseutil"
+	"sigs.k8s.io/yaml"
+)
+
+// Release name, namespace and Kubernetes version the kustomize base and the
+// golden file are rendered with.
+const (
+	BaseRelease   = "mesh-cni"
+	BaseNamespace = "mesh-cni"
+	KubeVersion   = "v1.34.0"
+)
+
+// Options says what to render.
+type Options struct {
+	Release   string         // default BaseRelease
+	Namespace string         // default BaseNamespace
+	Values    map[string]any // user values (as from -f), may be nil
+}
+
+// Rendered is the output of one render.
+type Rendered struct {
+	Manifest string // exactly what `helm template` prints
+	Notes    string
+}
+
+// Render renders the chart in dir with its schema checked, and prints it as
+// `helm template --kube-version KubeVersion` does: objects in install order,
+// each after "---" and a "# Source:" line.
+func Render(dir string, o Options) (*Rendered, error) {
+	chrt, err := loader.Load(dir)
+	if err != nil {
+		return nil, fmt.Errorf("load chart %s: %w", dir, err)
+	}
+	kv, err := chartutil.ParseKubeVersion(KubeVersion)
+	if err != nil {
+		return nil, err
+	}
+	caps := chartutil.DefaultCapabilities.Copy()
+	caps.KubeVersion = *kv
+	vals := o.Values
+	if vals == nil {
+		vals = map[string]any{}
+	}
+	if err := chartutil.ProcessDependenciesWithMerge(chrt, vals); err != nil {
+		return nil, err
+	}
+	if chrt.Metadata.KubeVersion != "" && !chartutil.IsCompatibleRange(chrt.Metadata.KubeVersion, caps.KubeVersion.String()) {
+		return nil, fmt.Errorf("chart requires kubeVersion %s, not %s", chrt.Metadata.KubeVersion, caps.KubeVersion)
+	}
+	top, err := chartutil.ToRenderValues(chrt, vals, chartutil.ReleaseOptions{
+		Name:      or(o.Release, BaseRelease),
+		Namespace: or(o.Namespace, BaseNamespace),
+		Revision:  1,
+		IsInstall: true,
+	}, caps)
+	if err != nil {
+		return nil, fmt.Errorf("values for chart %s: %w", dir, err)
+	}
+	files, err := engine.Render(chrt, top)
+	if err != nil {
+		return nil, fmt.Errorf("render chart %s: %w", dir, err)
+	}
+	notes := ""
+	for name, content := range files {
+		if strings.HasSuffix(name, "NOTES.txt") {
+			if name == chrt.Name()+"/templates/NOTES.txt" {
+				notes = content
+			}
+			delete(files, name)
+		}
+	}
+	hooks, manifests, err := releaseutil.SortManifests(files, caps.APIVersions, releaseutil.InstallOrder)
+	if err != nil {
+		return nil, fmt.Errorf("chart %s: %w", dir, err)
+	}
+	if len(hooks) > 0 {
+		return nil, fmt.Errorf("chart %s: hooks are not used by mesh-cni", dir)
+	}
+	var b strings.Builder
+	for _, m := range manifests {
+		fmt.Fprintf(&b, "---\n# Source: %s\n%s\n", m.Name, m.Content)
+	}
+	return &Rendered{Manifest: b.String(), Notes: notes}, nil
+}
+
+// ReadValues reads a values file as `helm -f` does.
+func ReadValues(path string) (map[string]any, error) {
+	v, err := chartutil.ReadValuesFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read values %s: %w", path, err)
+	}
+	return v.AsMap(), nil
+}
+
+// Object is one rendered Kubernetes object.
+type Object struct {
+	Source string // template path, from the "# Source:" comment
+	Kind   string
+	Name   string
+	Raw    map[string]any
+}
+
+// Objects splits a manifest into its objects, in order.
+func Objects(manifest string) ([]Object, error) {
+	var out []Object
+	for _, m := range docSep.Split(manifest, -1) {
+		src := ""
+		if i := strings.Index(m, "# Source: "); i >= 0 {
+			src = strings.TrimSpace(strings.SplitN(m[i+len("# Source: "):], "\n", 2)[0])
+		}
+		var raw map[string]any
+		if err := yaml.Unmarshal([]byte(m), &raw); err != nil {
+			return nil, fmt.Errorf("%s: %w", src, err)
+		}
+		if raw == nil {
+			continue
+		}
+		meta, _ := raw["metadata"].(map[string]any)
+		name, _ := meta["name"].(string)
+		kind, _ := raw["kind"].(string)
+		out = append(out, Object{Source: src, Kind: kind, Name: name, Raw: raw})
+	}
+	return out, nil
+}
+
+var docSep = regexp.MustCompile(`(?m)^---[ \t]*$`)
+
+// FileName is the name of an object's file in the kustomize base.
+func (o Object) FileName() string {
+	return strings.ToLower(o.Kind) + "-" + o.Name + ".yaml"
+}
+
+func or(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
