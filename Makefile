@@ -19,6 +19,7 @@ deps:
 ## build: static binaries into bin/
 build:
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/mesh-cni ./plugin
+	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/mesh-cnictl ./ctl
 
 ## test: every test (the README's test command)
 test: deps build test-unit test-fuzz

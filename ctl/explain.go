@@ -1,11 +1,13 @@
 package main
 
 import (
-	"fmt"
 	"io"
+
+	"github.com/mesh-cni/mesh-cni/pkg/explain"
 )
 
+// runExplain is "mesh-cni explain" in this binary too, so one tool in the
+// image answers both "is the node right" and "what would ADD do".
 func runExplain(args []string, stdout, stderr io.Writer) int {
-	fmt.Fprintln(stderr, "mesh-cnictl explain: not built in yet")
-	return exitUsage
+	return explain.Run(args, stdout, stderr)
 }

@@ -192,23 +192,6 @@ var validatorExit = map[int32]string{
 	node.IstioValidatorExitCode: "istio-validation",
 }
 
-// Sidecar containers that mark a meshed pod (the profiles' defaults).
-var sidecars = map[string]bool{"linkerd-proxy": true, "istio-proxy": true}
-
-func meshed(p *corev1.Pod) bool {
-	for _, c := range p.Spec.Containers {
-		if sidecars[c.Name] {
-			return true
-		}
-	}
-	for _, c := range p.Spec.InitContainers {
-		if sidecars[c.Name] {
-			return true
-		}
-	}
-	return false
-}
-
 // validatorFailure returns why a validator init container shows a missing
 // redirect, or "". A validator that has since exited 0 found the redirect.
 func validatorFailure(p *corev1.Pod) string {
@@ -255,6 +238,7 @@ func NoRepairCandidates(ctx context.Context, c *Cluster) Result {
 			readySince[nodes[i].Name] = st.Time
 		}
 	}
+	meshes := c.meshes(ctx)
 	lctx, cancel := c.timeout(ctx)
 	defer cancel()
 	pods, err := c.Client.CoreV1().Pods("").List(lctx, metav1.ListOptions{})
@@ -268,7 +252,7 @@ func NoRepairCandidates(ctx context.Context, c *Cluster) Result {
 			continue
 		}
 		why := validatorFailure(p)
-		if why == "" && meshed(p) {
+		if why == "" && meshed(meshes, p) {
 			if since, ok := readySince[p.Spec.NodeName]; ok && startedAt(p).Before(since) {
 				why = fmt.Sprintf("started %s, agent ready since %s",
 					startedAt(p).UTC().Format(time.RFC3339), since.UTC().Format(time.RFC3339))

@@ -241,7 +241,7 @@ func MultusMode(ctx context.Context, c *Cluster) Result {
 		return ok(name, "Multus found; non-chained mode")
 	default:
 		return fail(name, "Multus is the primary CNI here, so a chain entry in its config is never run for the pod network",
-			"install in non-chained mode (--set platform=openshift on OpenShift, else --set chained=false) and run this check with --chained=false",
+			"install in non-chained mode (--set platform=openshift on OpenShift, else --set cni.chained=false) and run this check with --chained=false",
 			found...)
 	}
 }

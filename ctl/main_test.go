@@ -1,0 +1,98 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/mesh-cni/mesh-cni/pkg/check"
+	"github.com/mesh-cni/mesh-cni/pkg/testenv"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m) }
+
+func TestUsage(t *testing.T) {
+	tests := []struct {
+		args []string
+		code int
+		err  string
+	}{
+		{nil, exitUsage, "Usage:"},
+		{[]string{"frobnicate"}, exitUsage, `unknown command "frobnicate"`},
+		{[]string{"check", "-o", "yaml"}, exitUsage, `-o must be text or json, not "yaml"`},
+		{[]string{"check", "--no-such-flag"}, exitUsage, "flag provided but not defined: -no-such-flag"},
+		{[]string{"check", "extra"}, exitUsage, `unexpected argument "extra"`},
+		{[]string{"explain", "--format", "xml"}, exitUsage, `--format "xml"`},
+		{[]string{"version"}, 0, ""},
+	}
+	for _, tc := range tests {
+		var out, errb bytes.Buffer
+		if code := run(tc.args, &out, &errb); code != tc.code {
+			t.Errorf("%q: exit %d, want %d (stderr %q)", tc.args, code, tc.code, errb.String())
+		}
+		if !strings.Contains(errb.String(), tc.err) {
+			t.Errorf("%q: stderr %q does not contain %q", tc.args, errb.String(), tc.err)
+		}
+	}
+}
+
+func TestExplain(t *testing.T) {
+	var out, errb bytes.Buffer
+	code := run([]string{"explain", "--profile", "linkerd", "--annotation", "linkerd.io/inject=enabled",
+		"--annotation", "linkerd.io/proxy-version=stable", "--format", "nft"}, &out, &errb)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	if !strings.Contains(out.String(), "4140") {
+		t.Errorf("explain output lacks the outbound port:\n%s", out.String())
+	}
+}
+
+func TestCheckBadKubeconfig(t *testing.T) {
+	var out, errb bytes.Buffer
+	code := run([]string{"check", "--kubeconfig", t.TempDir() + "/missing"}, &out, &errb)
+	if code != exitFailed || !strings.Contains(out.String(), "✗ kubeconfig loaded") {
+		t.Errorf("exit %d, output %q", code, out.String())
+	}
+}
+
+// Against a real API server: an empty cluster fails the node checks, and
+// -o json carries every check run.
+func TestCheckAgainstAPIServer(t *testing.T) {
+	env := testenv.Start(t)
+	ns := env.Namespace(t, "mesh-cni")
+
+	var out, errb bytes.Buffer
+	code := run([]string{"check", "--pre", "-n", ns, "-o", "json", "--kubeconfig", env.Kubeconfig}, &out, &errb)
+	if code != exitFailed {
+		t.Fatalf("exit %d, want %d; stderr %s", code, exitFailed, errb.String())
+	}
+	var rep check.Report
+	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
+		t.Fatalf("not JSON: %v\n%s", err, out.String())
+	}
+	if rep.OK || rep.Phase != "pre" || rep.Namespace != ns || len(rep.Checks) != len(check.PreChecks()) {
+		t.Fatalf("report %+v", rep)
+	}
+	got := map[string]check.Status{}
+	for _, r := range rep.Checks {
+		got[r.Name] = r.Status
+	}
+	for name, want := range map[string]check.Status{
+		"API server reachable":                                           check.OK,
+		"can create DaemonSets in namespace " + ns:                       check.OK,
+		"namespace " + ns + " allows hostPath (Pod Security privileged)": check.Fail,
+		"nodes run a supported OS/arch (linux/amd64, linux/arm64)":       check.Fail,
+	} {
+		if got[name] != want {
+			t.Errorf("%s: %s, want %s", name, got[name], want)
+		}
+	}
+
+	out.Reset()
+	code = run([]string{"check", "--namespace", ns, "--kubeconfig", env.Kubeconfig}, &out, &errb)
+	if code != exitFailed || !strings.Contains(out.String(), "✗ agent DaemonSet is ready on every schedulable node: no mesh-cni DaemonSet in namespace "+ns) {
+		t.Errorf("exit %d:\n%s", code, out.String())
+	}
+}
