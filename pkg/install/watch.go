@@ -69,6 +69,9 @@ func (in *Installer) Run(ctx context.Context, opts WatchOptions, report func(Sta
 			watched[dir] = true
 		}
 	}
+	// Temp files a killed agent left behind.
+	removeStaleTemps(in.cfg.ConfDir)
+	removeStaleTemps(in.cfg.StateDir)
 	fight := newFightDetector(opts.FightWindow, opts.FightCount)
 	lastErr := ""
 	timer := time.NewTimer(0)
