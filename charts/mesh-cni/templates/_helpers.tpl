@@ -184,15 +184,19 @@ default. Templates read it with `include "mesh-cni.settings" . | fromJson`.
 {{- end }}
 {{- $_ := set $s "seLinuxOptions" $se }}
 
-{{- /* Resources: the linkerd2-cni form {cpu: {request, limit}, ...} is converted. */}}
-{{- $res := dict }}
-{{- range $k, $r := $v.resources }}
-{{- if has $k (list "cpu" "memory" "ephemeral-storage") }}
-{{- if $r.request }}{{ $_ := set $res "requests" (merge (default dict $res.requests) (dict $k $r.request)) }}{{ end }}
-{{- if $r.limit }}{{ $_ := set $res "limits" (merge (default dict $res.limits) (dict $k $r.limit)) }}{{ end }}
-{{- else if $r }}
-{{- $_ := set $res $k $r }}
+{{- /* Resources: the linkerd2-cni form {cpu: {request, limit}, ...}, when it
+has any value, replaces requests/limits. */}}
+{{- $conv := dict }}
+{{- range $k := list "cpu" "memory" "ephemeral-storage" }}
+{{- $r := get $v.resources $k }}
+{{- if $r }}
+{{- if $r.request }}{{ $_ := set $conv "requests" (merge (default dict $conv.requests) (dict $k $r.request)) }}{{ end }}
+{{- if $r.limit }}{{ $_ := set $conv "limits" (merge (default dict $conv.limits) (dict $k $r.limit)) }}{{ end }}
 {{- end }}
+{{- end }}
+{{- $res := omit $v.resources "cpu" "memory" "ephemeral-storage" }}
+{{- if $conv }}
+{{- $res = $conv }}
 {{- end }}
 {{- $_ := set $s "resources" $res }}
 

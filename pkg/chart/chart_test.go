@@ -1,0 +1,562 @@
+package chart
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/mesh-cni/mesh-cni/pkg/config"
+)
+
+// valueFiles are the chart's ci/*-values.yaml files, plus the defaults.
+func valueFiles(t *testing.T) map[string]map[string]any {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(chartDir, "ci", "*-values.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]map[string]any{"default": nil}
+	for _, f := range files {
+		v, err := ReadValues(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[strings.TrimSuffix(filepath.Base(f), "-values.yaml")] = v
+	}
+	for _, p := range Platforms {
+		if _, ok := out[p]; !ok {
+			t.Errorf("ci/%s-values.yaml is missing: every preset needs one", p)
+		}
+	}
+	if _, ok := out["linkerd"]; !ok {
+		t.Error("ci/linkerd-values.yaml is missing")
+	}
+	return out
+}
+
+type rendered struct {
+	objs  []Object
+	notes string
+}
+
+func render(t *testing.T, release, ns string, vals map[string]any) rendered {
+	t.Helper()
+	r, err := Render(chartDir, Options{Release: release, Namespace: ns, Values: vals})
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs, err := Objects(r.Manifest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rendered{objs, r.Notes}
+}
+
+func (r rendered) get(t *testing.T, kind, name string) map[string]any {
+	t.Helper()
+	for _, o := range r.objs {
+		if o.Kind == kind && (name == "" || o.Name == name) {
+			return o.Raw
+		}
+	}
+	t.Fatalf("no %s %q rendered", kind, name)
+	return nil
+}
+
+func (r rendered) has(kind, name string) bool {
+	for _, o := range r.objs {
+		if o.Kind == kind && o.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+// path walks maps by key and lists by index ("0").
+func path(v any, keys ...string) any {
+	for _, k := range keys {
+		switch t := v.(type) {
+		case map[string]any:
+			v = t[k]
+		case []any:
+			i := 0
+			for _, c := range k {
+				i = i*10 + int(c-'0')
+			}
+			if i >= len(t) {
+				return nil
+			}
+			v = t[i]
+		default:
+			return nil
+		}
+	}
+	return v
+}
+
+func container(t *testing.T, ds map[string]any) map[string]any {
+	t.Helper()
+	c, ok := path(ds, "spec", "template", "spec", "containers", "0").(map[string]any)
+	if !ok {
+		t.Fatal("DaemonSet has no container")
+	}
+	return c
+}
+
+// args returns the agent's flags as name → value.
+func args(t *testing.T, ds map[string]any) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	for _, a := range path(container(t, ds), "args").([]any) {
+		s := a.(string)
+		k, v, ok := strings.Cut(s, "=")
+		if !ok || !strings.HasPrefix(k, "--") {
+			t.Fatalf("arg %q is not --flag=value", s)
+		}
+		if _, dup := out[k]; dup {
+			t.Fatalf("flag %s given twice", k)
+		}
+		out[k] = v
+	}
+	return out
+}
+
+// agentFlags reads the flag table of installer/README.md.
+func agentFlags(t *testing.T) []string {
+	t.Helper()
+	b, err := os.ReadFile("../../installer/README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var flags []string
+	for _, m := range regexp.MustCompile("(?m)^\\| `(--[a-z0-9-]+)` \\|").FindAllStringSubmatch(string(b), -1) {
+		flags = append(flags, m[1])
+	}
+	if len(flags) < 10 {
+		t.Fatalf("found only %d flags in installer/README.md", len(flags))
+	}
+	sort.Strings(flags)
+	return flags
+}
+
+func pluginConf(t *testing.T, r rendered) *config.NetConf {
+	t.Helper()
+	cm := r.get(t, "ConfigMap", "")
+	raw, _ := path(cm, "data", "plugin.json").(string)
+	var entry map[string]any
+	if err := json.Unmarshal([]byte(raw), &entry); err != nil {
+		t.Fatalf("plugin.json is not JSON: %v", err)
+	}
+	// As the runtime passes it: inside a conflist, with its cniVersion and name.
+	entry["cniVersion"] = "1.0.0"
+	entry["name"] = "k8s-pod-network"
+	b, _ := json.Marshal(entry)
+	conf, err := config.Parse(b)
+	if err != nil {
+		t.Fatalf("the plugin rejects the chart's chain entry: %v\n%s", err, raw)
+	}
+	return conf
+}
+
+// Every values file: rendered objects keep the chart's promises.
+func TestRenderValueFiles(t *testing.T) {
+	flags := agentFlags(t)
+	for name, vals := range valueFiles(t) {
+		t.Run(name, func(t *testing.T) {
+			r := render(t, "mesh-cni", "mesh-cni", vals)
+			for _, o := range r.objs {
+				l, _ := path(o.Raw, "metadata", "labels").(map[string]any)
+				for _, k := range []string{"app.kubernetes.io/name", "app.kubernetes.io/instance", "app.kubernetes.io/version",
+					"app.kubernetes.io/managed-by", "helm.sh/chart"} {
+					if l[k] == nil || l[k] == "" {
+						t.Errorf("%s/%s lacks label %s", o.Kind, o.Name, k)
+					}
+				}
+			}
+			ds := r.get(t, "DaemonSet", "")
+			sel := path(ds, "spec", "selector", "matchLabels").(map[string]any)
+			if len(sel) != 2 || sel["app.kubernetes.io/name"] == nil || sel["app.kubernetes.io/instance"] == nil {
+				t.Errorf("selector %v: want only name and instance (it is immutable)", sel)
+			}
+			checkSecurity(t, ds)
+
+			got := args(t, ds)
+			var names []string
+			for k := range got {
+				names = append(names, k)
+			}
+			sort.Strings(names)
+			if !slices.Equal(names, flags) {
+				t.Errorf("agent flags %v\nwant exactly installer/README.md's %v", names, flags)
+			}
+			c := container(t, ds)
+			if p := path(c, "livenessProbe", "httpGet", "path"); p != "/healthz" {
+				t.Errorf("livenessProbe path %v", p)
+			}
+			if p := path(c, "readinessProbe", "httpGet", "path"); p != "/readyz" {
+				t.Errorf("readinessProbe path %v", p)
+			}
+			if probe := got["--probe-addr"]; probe != ":"+toString(path(c, "ports", "0", "containerPort")) {
+				t.Errorf("--probe-addr %s does not match the probes port", probe)
+			}
+			pluginConf(t, r)
+			if !strings.Contains(r.notes, "rollout status daemonset/") {
+				t.Errorf("NOTES.txt lacks the status command:\n%s", r.notes)
+			}
+		})
+	}
+}
+
+func toString(v any) string {
+	b, _ := json.Marshal(v)
+	return string(b)
+}
+
+// checkSecurity holds the least-privilege promises.
+func checkSecurity(t *testing.T, ds map[string]any) {
+	t.Helper()
+	c := container(t, ds)
+	sc, _ := c["securityContext"].(map[string]any)
+	if sc["privileged"] != false || sc["allowPrivilegeEscalation"] != false || sc["readOnlyRootFilesystem"] != true {
+		t.Errorf("securityContext %v: want privileged=false, allowPrivilegeEscalation=false, readOnlyRootFilesystem=true", sc)
+	}
+	if d := path(sc, "capabilities", "drop"); toString(d) != `["ALL"]` {
+		t.Errorf("capabilities.drop %v, want [ALL]", d)
+	}
+	for _, a := range path(sc, "capabilities", "add").([]any) {
+		if !slices.Contains([]string{"CHOWN", "DAC_OVERRIDE", "FOWNER"}, a.(string)) {
+			t.Errorf("capability %v added; the agent only writes host files", a)
+		}
+	}
+	if p := path(ds, "spec", "template", "spec", "securityContext", "seccompProfile", "type"); p != "RuntimeDefault" {
+		t.Errorf("pod seccompProfile %v", p)
+	}
+	if path(ds, "spec", "template", "spec", "automountServiceAccountToken") != false {
+		t.Error("the token must come from the projected volume only")
+	}
+	var hostPaths []string
+	for _, v := range path(ds, "spec", "template", "spec", "volumes").([]any) {
+		vol := v.(map[string]any)
+		if vol["hostPath"] != nil {
+			hostPaths = append(hostPaths, vol["name"].(string))
+		}
+		if vol["name"] == "token" && path(vol, "projected", "sources", "0", "serviceAccountToken") == nil {
+			t.Error("token volume is not a projected service-account token")
+		}
+	}
+	sort.Strings(hostPaths)
+	if !slices.Equal(hostPaths, []string{"cni-bin-dir", "cni-net-dir", "run-dir", "state-dir"}) {
+		t.Errorf("hostPath volumes %v: want only the bin, conf, state and run dirs", hostPaths)
+	}
+}
+
+func volumePath(t *testing.T, ds map[string]any, name string) string {
+	t.Helper()
+	for _, v := range path(ds, "spec", "template", "spec", "volumes").([]any) {
+		if path(v, "name") == name {
+			return path(v, "hostPath", "path").(string)
+		}
+	}
+	t.Fatalf("no volume %s", name)
+	return ""
+}
+
+// The presets set the documented dirs and extras; explicit values win.
+func TestPlatformPresets(t *testing.T) {
+	type want struct {
+		bin, conf, confFile string
+		chained, quota, scc bool
+		seLinux             string
+	}
+	cases := map[string]want{
+		"":          {"/opt/cni/bin", "/etc/cni/net.d", "", true, false, false, ""},
+		"gke":       {"/home/kubernetes/bin", "/etc/cni/net.d", "", true, true, false, ""},
+		"openshift": {"/var/lib/cni/bin", "/etc/cni/multus/net.d", "mesh-cni.conf", false, false, true, "spc_t"},
+		"k3s":       {"/var/lib/rancher/k3s/data/cni", "/var/lib/rancher/k3s/agent/etc/cni/net.d", "", true, false, false, ""},
+		"microk8s":  {"/var/snap/microk8s/current/opt/cni/bin", "/var/snap/microk8s/current/args/cni-network", "", true, false, false, ""},
+		"eks":       {"/opt/cni/bin", "/etc/cni/net.d", "", true, false, false, ""},
+		"aks":       {"/opt/cni/bin", "/etc/cni/net.d", "", true, false, false, ""},
+		"talos":     {"/opt/cni/bin", "/etc/cni/net.d", "", true, false, false, ""},
+	}
+	if len(cases) != len(Platforms)+1 {
+		t.Fatalf("cases cover %d presets, chart has %d", len(cases)-1, len(Platforms))
+	}
+	for p, w := range cases {
+		t.Run("preset-"+p, func(t *testing.T) {
+			r := render(t, "", "", map[string]any{"platform": p})
+			ds := r.get(t, "DaemonSet", "")
+			a := args(t, ds)
+			if got := volumePath(t, ds, "cni-bin-dir"); got != w.bin {
+				t.Errorf("bin dir %s, want %s", got, w.bin)
+			}
+			if got := volumePath(t, ds, "cni-net-dir"); got != w.conf {
+				t.Errorf("conf dir %s, want %s", got, w.conf)
+			}
+			if a["--conf-file-name"] != w.confFile || a["--chained"] != map[bool]string{true: "true", false: "false"}[w.chained] {
+				t.Errorf("--conf-file-name=%s --chained=%s", a["--conf-file-name"], a["--chained"])
+			}
+			if r.has("ResourceQuota", "mesh-cni") != w.quota {
+				t.Errorf("ResourceQuota rendered: %v, want %v", !w.quota, w.quota)
+			}
+			if r.has("SecurityContextConstraints", "mesh-cni") != w.scc || r.has("NetworkAttachmentDefinition", "mesh-cni") != w.scc {
+				t.Errorf("SCC/NAD rendered, want %v", w.scc)
+			}
+			if got, _ := path(ds, "spec", "template", "spec", "securityContext", "seLinuxOptions", "type").(string); got != w.seLinux {
+				t.Errorf("seLinux type %q, want %q", got, w.seLinux)
+			}
+		})
+	}
+	t.Run("explicit-wins", func(t *testing.T) {
+		r := render(t, "", "", map[string]any{
+			"platform":      "openshift",
+			"cni":           map[string]any{"binDir": "/x/bin", "chained": true, "confFileName": ""},
+			"openshift":     map[string]any{"networkAttachmentDefinition": map[string]any{"enabled": false}, "scc": map[string]any{"enabled": false}},
+			"resourceQuota": map[string]any{"enabled": true},
+		})
+		ds := r.get(t, "DaemonSet", "")
+		if got := volumePath(t, ds, "cni-bin-dir"); got != "/x/bin" {
+			t.Errorf("bin dir %s, want the explicit /x/bin", got)
+		}
+		if got := volumePath(t, ds, "cni-net-dir"); got != "/etc/cni/multus/net.d" {
+			t.Errorf("conf dir %s, want the preset's", got)
+		}
+		if a := args(t, ds); a["--chained"] != "true" || a["--conf-file-name"] != "mesh-cni.conf" {
+			t.Errorf("--chained=%s --conf-file-name=%s: explicit chained, preset file name", a["--chained"], a["--conf-file-name"])
+		}
+		if r.has("SecurityContextConstraints", "mesh-cni") || r.has("NetworkAttachmentDefinition", "mesh-cni") || !r.has("ResourceQuota", "mesh-cni") {
+			t.Error("explicit extras did not win over the preset")
+		}
+	})
+}
+
+// A linkerd2-cni values file works unchanged, each value landing where
+// mesh-cni keeps that setting.
+func TestLinkerdValues(t *testing.T) {
+	vals, err := ReadValues(filepath.Join(chartDir, "ci", "linkerd-values.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := render(t, "linkerd-cni", "linkerd-cni", vals)
+	conf := pluginConf(t, r)
+	l := conf.Meshes["linkerd"]
+	if l.InboundPort != 4143 || l.OutboundPort != 4140 || l.ProxyUID == nil || *l.ProxyUID != 2102 || l.ProxyGID == nil || *l.ProxyGID != 2103 {
+		t.Errorf("linkerd ports/ids: %+v", l)
+	}
+	if !slices.Equal(l.IgnoreInbound, []string{"4190", "4191", "25", "587"}) {
+		t.Errorf("ignoreInboundPorts %v: want control and admin ports, then the user's", l.IgnoreInbound)
+	}
+	if !slices.Equal(l.IgnoreOutbound, []string{"443", "3306-3307"}) {
+		t.Errorf("ignoreOutboundPorts %v", l.IgnoreOutbound)
+	}
+	if len(l.InboundPorts) != 0 {
+		t.Errorf("portsToRedirect %v: empty means all", l.InboundPorts)
+	}
+	if conf.Backend != "iptables-legacy" || *conf.IPv6 || conf.LogLevel != "debug" {
+		t.Errorf("backend %s ipv6 %v logLevel %s", conf.Backend, *conf.IPv6, conf.LogLevel)
+	}
+	if conf.AgentNamespace != "linkerd-cni" || !slices.Contains(conf.ExcludeNamespaces, "linkerd-cni") {
+		t.Errorf("agent namespace %s, excluded %v", conf.AgentNamespace, conf.ExcludeNamespaces)
+	}
+	ds := r.get(t, "DaemonSet", "")
+	a := args(t, ds)
+	if a["--repair"] != "true" || !r.has("ClusterRole", "linkerd-cni-mesh-cni-repair") {
+		t.Error("repairController.enabled=true did not turn repair on")
+	}
+	spec := path(ds, "spec", "template", "spec").(map[string]any)
+	if toString(path(container(t, ds), "resources")) != `{"limits":{"memory":"200Mi"},"requests":{"cpu":"20m","memory":"40Mi"}}` {
+		t.Errorf("linkerd2-cni resources not converted: %v", toString(path(container(t, ds), "resources")))
+	}
+	if path(spec, "affinity", "nodeAffinity") == nil {
+		t.Error("nodeAffinity dropped")
+	}
+	if path(ds, "spec", "revisionHistoryLimit") != float64(5) || toString(path(ds, "spec", "updateStrategy", "rollingUpdate", "maxUnavailable")) != "2" {
+		t.Error("revisionHistoryLimit/updateStrategy not taken")
+	}
+	if path(ds, "spec", "template", "metadata", "labels", "team") != "platform" || path(ds, "metadata", "labels", "linkerd.io/cni-resource") != "true" {
+		t.Error("podLabels/commonLabels not applied")
+	}
+	if img := path(container(t, ds), "image"); img != "mesh-cni:v0.1.0" {
+		t.Errorf("image %v: linkerd2-cni's image.name must not replace mesh-cni's", img)
+	}
+	if !strings.Contains(r.notes, "image.name/image.version (linkerd2-cni) are ignored") {
+		t.Errorf("NOTES.txt does not warn about the ignored image:\n%s", r.notes)
+	}
+	// proxyGID -1 means no GID; the linkerd2-cni name wins over the profile.
+	r = render(t, "", "", map[string]any{"proxyGID": -1, "destCNIBinDir": "/home/kubernetes/bin", "iptablesMode": "plain", "disableIPv6": false})
+	conf = pluginConf(t, r)
+	if conf.Meshes["linkerd"].ProxyGID != nil || conf.Backend != "auto" || !*conf.IPv6 {
+		t.Errorf("proxyGID -1 / iptablesMode plain / disableIPv6 false: %+v backend %s", conf.Meshes["linkerd"], conf.Backend)
+	}
+	if got := volumePath(t, r.get(t, "DaemonSet", ""), "cni-bin-dir"); got != "/home/kubernetes/bin" {
+		t.Errorf("destCNIBinDir ignored: %s", got)
+	}
+}
+
+// RBAC grants exactly what the enabled features use.
+func TestRBAC(t *testing.T) {
+	rules := func(r rendered, name string) string { return toString(path(r.get(t, "ClusterRole", name), "rules")) }
+	base := render(t, "", "", nil)
+	if got := rules(base, "mesh-cni"); got != `[{"apiGroups":[""],"resources":["pods"],"verbs":["get","list","watch"]},{"apiGroups":[""],"resources":["nodes"],"verbs":["get","patch"]}]` {
+		t.Errorf("agent ClusterRole %s", got)
+	}
+	role := toString(path(base.get(t, "Role", "mesh-cni"), "rules"))
+	if role != `[{"apiGroups":["apps"],"resourceNames":["mesh-cni"],"resources":["daemonsets"],"verbs":["get"]}]` {
+		t.Errorf("Role %s: only get on its own DaemonSet", role)
+	}
+	for policy, rule := range map[string]string{
+		"evict":  `{"apiGroups":[""],"resources":["pods/eviction"],"verbs":["create"]}`,
+		"delete": `{"apiGroups":[""],"resources":["pods"],"verbs":["delete"]}`,
+		"label":  `{"apiGroups":[""],"resources":["pods"],"verbs":["patch"]}`,
+	} {
+		r := render(t, "", "", map[string]any{"repair": map[string]any{"policy": policy}})
+		want := `[` + rule + `,{"apiGroups":["","events.k8s.io"],"resources":["events"],"verbs":["create","patch"]}]`
+		if got := rules(r, "mesh-cni-repair"); got != want {
+			t.Errorf("repair policy %s: %s, want %s", policy, got, want)
+		}
+	}
+	off := render(t, "", "", map[string]any{"repair": map[string]any{"enabled": false}})
+	if off.has("ClusterRole", "mesh-cni-repair") || off.has("ClusterRoleBinding", "mesh-cni-repair") {
+		t.Error("repair off still grants repair permissions")
+	}
+	none := render(t, "", "", map[string]any{"repair": map[string]any{"enabled": false}, "rbac": map[string]any{"create": false}})
+	for _, o := range none.objs {
+		if strings.HasPrefix(o.Kind, "Cluster") || strings.HasSuffix(o.Kind, "Role") || strings.HasSuffix(o.Kind, "RoleBinding") {
+			t.Errorf("rbac.create=false still renders %s/%s", o.Kind, o.Name)
+		}
+	}
+	for _, r := range []rendered{base, render(t, "", "", map[string]any{"platform": "openshift"})} {
+		for _, o := range r.objs {
+			if strings.Contains(toString(o.Raw["rules"]), `"*"`) {
+				t.Errorf("%s/%s uses a wildcard", o.Kind, o.Name)
+			}
+		}
+	}
+}
+
+// Bad input fails with a message that names the value.
+func TestBadValues(t *testing.T) {
+	cases := []struct {
+		name string
+		vals map[string]any
+		want []string
+	}{
+		{"unknown preset", map[string]any{"platform": "gcp"}, []string{"platform", "gke"}},
+		{"wrong type: logLevel", map[string]any{"logLevel": 3}, []string{"logLevel"}},
+		{"unknown logLevel", map[string]any{"logLevel": "verbose"}, []string{"logLevel"}},
+		{"wrong type: proxyUID", map[string]any{"meshes": map[string]any{"istio": map[string]any{"proxyUID": "root"}}}, []string{"proxyUID"}},
+		{"wrong type: chained", map[string]any{"cni": map[string]any{"chained": "yes"}}, []string{"chained"}},
+		{"relative bin dir", map[string]any{"cni": map[string]any{"binDir": "opt/cni/bin"}}, []string{"binDir"}},
+		{"bad backend", map[string]any{"backend": "ebpf"}, []string{"backend"}},
+		{"bad port", map[string]any{"meshes": map[string]any{"linkerd": map[string]any{"ignoreInboundPorts": []any{"80-"}}}}, []string{"ignoreInboundPorts"}},
+		{"port out of range", map[string]any{"inboundProxyPort": 70000}, []string{"inboundProxyPort"}},
+		{"typo", map[string]any{"tolerationz": []any{}}, []string{"tolerationz"}},
+		{"linkerd iptablesMode", map[string]any{"iptablesMode": "ipvs"}, []string{"iptablesMode"}},
+		{"repair needs rbac", map[string]any{"rbac": map[string]any{"create": false}}, []string{"repair.enabled", "rbac.create"}},
+		{"linkerd repair needs rbac", map[string]any{"rbac": map[string]any{"create": false}, "repairController": map[string]any{"enabled": true}, "repair": map[string]any{"enabled": false}}, []string{"repair.enabled", "rbac.create"}},
+		{"taint needs rbac", map[string]any{"rbac": map[string]any{"create": false}, "repair": map[string]any{"enabled": false}, "startupTaint": map[string]any{"enabled": true}}, []string{"startupTaint.enabled"}},
+		{"conflicting bin dirs", map[string]any{"cni": map[string]any{"binDir": "/a"}, "destCNIBinDir": "/b"}, []string{"cni.binDir", "destCNIBinDir"}},
+		{"conflicting backend", map[string]any{"backend": "nftables", "iptablesMode": "legacy"}, []string{"backend", "iptablesMode"}},
+		{"standalone needs a file name", map[string]any{"cni": map[string]any{"chained": false}}, []string{"cni.confFileName"}},
+		{"subdir needs chained", map[string]any{"cni": map[string]any{"chained": false, "confFileName": "x.conf", "subdirChaining": true}}, []string{"cni.subdirChaining"}},
+		{"NAD needs non-chained", map[string]any{"openshift": map[string]any{"networkAttachmentDefinition": map[string]any{"enabled": true}}}, []string{"openshift.networkAttachmentDefinition.enabled"}},
+		{"same ports", map[string]any{"metrics": map[string]any{"port": 9196}}, []string{"probes.port", "metrics.port"}},
+		{"bad repair policy", map[string]any{"repair": map[string]any{"policy": "restart"}}, []string{"policy"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := Render(chartDir, Options{Values: c.vals})
+			if err == nil {
+				t.Fatalf("rendered; want an error naming %v", c.want)
+			}
+			for _, w := range c.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error does not name %q:\n%v", w, err)
+				}
+			}
+		})
+	}
+}
+
+// Settings reach the objects: each non-default in full-values.yaml shows up.
+func TestFullValues(t *testing.T) {
+	vals, err := ReadValues(filepath.Join(chartDir, "ci", "full-values.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := render(t, "rel", "net", vals)
+	ds := r.get(t, "DaemonSet", "rel-meshnet")
+	a := args(t, ds)
+	for flag, want := range map[string]string{
+		"--conf-file-name": "10-calico.conflist", "--chained": "true", "--subdir-chaining": "true",
+		"--host-state-dir": "/var/lib/meshnet", "--host-run-dir": "/run/meshnet", "--log-level": "warn",
+		"--probe-addr": ":19196", "--metrics-addr": ":19197", "--daemonset-name": "rel-meshnet",
+		"--startup-taint": "mesh-cni.io/not-ready", "--repair": "true", "--repair-policy": "label", "--uninstall-mode": "never",
+	} {
+		if a[flag] != want {
+			t.Errorf("%s=%s, want %s", flag, a[flag], want)
+		}
+	}
+	c := container(t, ds)
+	if c["image"] != "registry.example.com/mesh-cni:v0.1.0-rc.1" || c["imagePullPolicy"] != "Always" {
+		t.Errorf("image %v %v", c["image"], c["imagePullPolicy"])
+	}
+	spec := path(ds, "spec", "template", "spec").(map[string]any)
+	if spec["priorityClassName"] != nil {
+		t.Errorf("priorityClassName %v, want none", spec["priorityClassName"])
+	}
+	if spec["serviceAccountName"] != "meshnet-agent" || path(spec, "nodeSelector", "example.com/mesh") != "true" ||
+		path(spec, "tolerations", "0", "key") != "node-role.kubernetes.io/control-plane" || path(spec, "imagePullSecrets", "0", "name") != "regcred" {
+		t.Error("serviceAccount/nodeSelector/tolerations/imagePullSecrets not applied")
+	}
+	if path(ds, "spec", "template", "metadata", "annotations", "prometheus.io/scrape") != nil {
+		t.Error("metrics.scrapeAnnotations=false still adds scrape annotations")
+	}
+	if volumePath(t, ds, "state-dir") != "/var/lib/meshnet" || volumePath(t, ds, "cni-bin-dir") != "/custom/cni/bin" {
+		t.Error("dirs not applied")
+	}
+	conf := pluginConf(t, r)
+	if conf.Backend != "nftables" || *conf.IPv6 || conf.LookupTimeout != "2500ms" || conf.Kubeconfig != "/var/lib/meshnet/kubeconfig" ||
+		conf.ReadyMarker != "/run/meshnet/ready" || conf.AgentPodPrefix != "rel-meshnet-" {
+		t.Errorf("chain entry: %+v", conf)
+	}
+	if !slices.Equal(conf.ExcludeNamespaces, []string{"kube-system", "monitoring", "net"}) {
+		t.Errorf("excludeNamespaces %v", conf.ExcludeNamespaces)
+	}
+	cu := conf.Meshes["custom"]
+	if cu.Enabled == nil || !*cu.Enabled || cu.SelectAnnotation != "example.com/mesh=enabled" || cu.InterceptionMode != "TPROXY" ||
+		!slices.Equal(cu.InboundPorts, []string{"80", "8080-8090"}) {
+		t.Errorf("custom mesh %+v", cu)
+	}
+	if is := conf.Meshes["istio"]; !slices.Equal(is.IgnoreInbound, []string{"15020", "15021", "15090"}) || !slices.Equal(is.SkipSubnets, []string{"169.254.169.254/32", "fd00::/8"}) {
+		t.Errorf("istio mesh %+v", is)
+	}
+	if l := conf.Meshes["linkerd"]; l.Enabled == nil || *l.Enabled {
+		t.Errorf("linkerd mesh %+v: want disabled", l)
+	}
+	if !r.has("ResourceQuota", "rel-meshnet") || r.has("Namespace", "net") {
+		t.Error("resourceQuota/namespace")
+	}
+	if path(r.get(t, "ClusterRole", "rel-meshnet"), "metadata", "labels", "example.com/release") != "meshnet" {
+		t.Error("commonLabels not on every object")
+	}
+}
+
+// The chart's appVersion is the repository's VERSION, which `make image` tags.
+func TestAppVersionIsVersion(t *testing.T) {
+	v, err := os.ReadFile("../../VERSION")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := os.ReadFile(filepath.Join(chartDir, "Chart.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(c), "\nappVersion: "+strings.TrimSpace(string(v))+"\n") {
+		t.Errorf("Chart.yaml appVersion is not VERSION (%s)", strings.TrimSpace(string(v)))
+	}
+}
