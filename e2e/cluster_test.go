@@ -1,0 +1,199 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"archive/tar"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	"sigs.k8s.io/kind/pkg/cluster"
+	"sigs.k8s.io/kind/pkg/cluster/nodeutils"
+)
+
+const gkeBinDir = "/tmp/mesh-cni-gke-bin"
+
+func provider() *cluster.Provider { return cluster.NewProvider(cluster.ProviderWithDocker()) }
+
+// repoRoot is the module root (the suite runs in e2e/).
+func repoRoot() string {
+	wd, err := os.Getwd()
+	Expect(err).NotTo(HaveOccurred())
+	return filepath.Dir(wd)
+}
+
+func setUpCluster(ctx SpecContext) shared {
+	root := repoRoot()
+	s := shared{
+		Cluster: getenv("E2E_CLUSTER", "mesh-cni-e2e"),
+		Install: getenv("E2E_INSTALL", "helm"),
+	}
+	s.Kubeconfig = filepath.Join(os.TempDir(), s.Cluster+".kubeconfig")
+	cfg := getenv("E2E_KIND_CONFIG", filepath.Join(root, "kind-configs", "multi-node.yaml"))
+	raw, err := os.ReadFile(cfg)
+	Expect(err).NotTo(HaveOccurred())
+	p := provider()
+
+	existing, err := p.List()
+	Expect(err).NotTo(HaveOccurred())
+	reuse := os.Getenv("E2E_REUSE") == "1" && contains(existing, s.Cluster)
+	if !reuse {
+		if contains(existing, s.Cluster) {
+			Expect(p.Delete(s.Cluster, s.Kubeconfig)).To(Succeed())
+		}
+		if strings.Contains(string(raw), gkeBinDir) {
+			Expect(os.MkdirAll(gkeBinDir, 0o755)).To(Succeed())
+		}
+		opts := []cluster.CreateOption{
+			cluster.CreateWithRawConfig(raw),
+			cluster.CreateWithKubeconfigPath(s.Kubeconfig),
+			cluster.CreateWithWaitForReady(3 * time.Minute),
+			cluster.CreateWithRetain(os.Getenv("E2E_KEEP") == "1"),
+			cluster.CreateWithDisplayUsage(false),
+			cluster.CreateWithDisplaySalutation(false),
+		}
+		if img := os.Getenv("E2E_NODE_IMAGE"); img != "" {
+			opts = append(opts, cluster.CreateWithNodeImage(img))
+		}
+		start := time.Now()
+		By(fmt.Sprintf("creating kind cluster %s from %s", s.Cluster, filepath.Base(cfg)))
+		Expect(p.Create(s.Cluster, opts...)).To(Succeed())
+		GinkgoWriter.Printf("kind create: %s\n", time.Since(start).Round(time.Second))
+		if strings.Contains(string(raw), gkeBinDir) {
+			fillGKEBinDir(s.Cluster)
+		}
+	} else {
+		Expect(p.ExportKubeConfig(s.Cluster, s.Kubeconfig, false)).To(Succeed())
+	}
+	env.Cluster = s.Cluster
+
+	By("loading images from local tarballs")
+	tars := strings.Fields(getenv("E2E_IMAGES", ""))
+	Expect(tars).NotTo(BeEmpty(), "E2E_IMAGES lists the image tarballs (mesh-cni, test proxy)")
+	var meshImage string
+	for _, t := range tars {
+		tags := archiveTags(t)
+		Expect(tags).NotTo(BeEmpty(), "no tags in %s", t)
+		for _, tag := range tags {
+			if strings.Contains(tag, "testproxy") {
+				s.ProxyImage = tag
+			} else if meshImage == "" {
+				meshImage = tag
+			}
+		}
+		loadArchive(s.Cluster, t)
+	}
+	Expect(s.ProxyImage).NotTo(BeEmpty(), "no testproxy image among %v", tars)
+	Expect(meshImage).NotTo(BeEmpty(), "no mesh-cni image among %v", tars)
+
+	if !reuse || os.Getenv("E2E_REINSTALL") == "1" {
+		install(ctx, s, meshImage)
+	}
+	return s
+}
+
+func tearDownCluster() {
+	if env.Cluster == "" || os.Getenv("E2E_KEEP") == "1" {
+		return
+	}
+	if CurrentSpecReport().Failed() || os.Getenv("E2E_EXPORT_LOGS") == "1" {
+		exportLogs("suite")
+	}
+	if err := provider().Delete(env.Cluster, env.Kubeconfig); err != nil {
+		GinkgoWriter.Printf("deleting cluster: %v\n", err)
+	}
+}
+
+func loadArchive(name, path string) {
+	nodes, err := provider().ListInternalNodes(name)
+	Expect(err).NotTo(HaveOccurred())
+	for _, n := range nodes {
+		f, err := os.Open(path)
+		Expect(err).NotTo(HaveOccurred())
+		err = nodeutils.LoadImageArchive(n, f)
+		f.Close()
+		Expect(err).NotTo(HaveOccurred(), "loading %s into %s", path, n.String())
+	}
+}
+
+// archiveTags reads the RepoTags of a `docker save` tarball.
+func archiveTags(path string) []string {
+	f, err := os.Open(path)
+	Expect(err).NotTo(HaveOccurred(), "image tarball %s (built by make e2e-images)", path)
+	defer f.Close()
+	tr := tar.NewReader(f)
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			return nil
+		}
+		Expect(err).NotTo(HaveOccurred())
+		if h.Name != "manifest.json" {
+			continue
+		}
+		var m []struct{ RepoTags []string }
+		Expect(json.NewDecoder(tr).Decode(&m)).To(Succeed())
+		var tags []string
+		for _, e := range m {
+			tags = append(tags, e.RepoTags...)
+		}
+		return tags
+	}
+}
+
+// fillGKEBinDir puts the node's reference plugins into the shared host dir
+// mounted at /home/kubernetes/bin, as GKE's node set-up does.
+func fillGKEBinDir(name string) {
+	nodes, err := provider().ListNodes(name)
+	Expect(err).NotTo(HaveOccurred())
+	Expect(nodes).NotTo(BeEmpty())
+	Expect(nodes[0].Command("sh", "-c", "cp -a /opt/cni/bin/. /home/kubernetes/bin/").Run()).To(Succeed())
+}
+
+func contains(list []string, s string) bool {
+	for _, v := range list {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}
+
+// run runs a command and returns its combined output.
+func run(name string, args ...string) (string, error) {
+	cmd := exec.Command(name, args...)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return string(out), fmt.Errorf("%s %s: %w\n%s", name, strings.Join(args, " "), err, out)
+	}
+	return string(out), nil
+}
+
+func kubectl(args ...string) (string, error) {
+	return run(tool("KUBECTL", "kubectl"), append([]string{"--kubeconfig", env.Kubeconfig}, args...)...)
+}
+
+// tool finds a binary: $ENV, else the shared cache, else PATH.
+func tool(envName, name string) string {
+	if v := os.Getenv(envName); v != "" {
+		return v
+	}
+	cache := getenv("MESH_CNI_CACHE", "/var/cache/mesh-cni")
+	for _, p := range []string{
+		filepath.Join(cache, "k8s", "v1.34.4", "bin", name),
+		filepath.Join(cache, "tools", name),
+	} {
+		if _, err := os.Stat(p); err == nil {
+			return p
+		}
+	}
+	return name
+}

@@ -1,0 +1,236 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand"
+	"net"
+	"strconv"
+	"strings"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+)
+
+// Mesh contracts the suite plays: the proxy container's name, UID and ports
+// are those mesh-cni's profiles expect (pkg/mesh).
+type contract struct {
+	sidecar     string
+	uid         int64
+	inbound     int
+	outbound    int
+	annotations map[string]string
+}
+
+var (
+	linkerd = contract{
+		sidecar: "linkerd-proxy", uid: 2102, inbound: 4143, outbound: 4140,
+		annotations: map[string]string{
+			"linkerd.io/inject":        "enabled",
+			"linkerd.io/proxy-version": "e2e",
+		},
+	}
+	istio = contract{
+		sidecar: "istio-proxy", uid: 1337, inbound: 15006, outbound: 15001,
+		annotations: map[string]string{
+			"sidecar.istio.io/status": `{"initContainers":null,"containers":["istio-proxy"],"volumes":["istio-envoy"],"imagePullSecrets":null,"revision":"default"}`,
+		},
+	}
+)
+
+// record is one connection as the test proxy saw it (testproxy.Record).
+type record struct {
+	Name string `json:"name"`
+	Role string `json:"role"`
+	Port int    `json:"port"`
+	Orig string `json:"orig"`
+	UID  int    `json:"uid"`
+}
+
+const appUID = 1000
+
+// Ports every app container serves (the proxy records them as original destinations).
+var appPorts = []int{8080, 9090}
+
+// newNamespace makes a namespace that enforces the restricted Pod Security
+// Standard: meshed pods need no NET_ADMIN, so they run there.
+func newNamespace(ctx context.Context, prefix string) string {
+	name := fmt.Sprintf("%s-%d", prefix, rand.Intn(1_000_000))
+	_, err := client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
+		Name: name,
+		Labels: map[string]string{
+			"pod-security.kubernetes.io/enforce": "restricted",
+			"pod-security.kubernetes.io/warn":    "restricted",
+		},
+	}}, metav1.CreateOptions{})
+	Expect(err).NotTo(HaveOccurred())
+	DeferCleanup(func(ctx SpecContext) {
+		_ = client.CoreV1().Namespaces().Delete(ctx, name, metav1.DeleteOptions{})
+	})
+	return name
+}
+
+func restricted(uid int64) *corev1.SecurityContext {
+	return &corev1.SecurityContext{
+		RunAsUser:                ptr.To(uid),
+		RunAsGroup:               ptr.To(uid),
+		RunAsNonRoot:             ptr.To(true),
+		AllowPrivilegeEscalation: ptr.To(false),
+		Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+		SeccompProfile:           &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+	}
+}
+
+func proxyContainer(name string, args ...string) corev1.Container {
+	return corev1.Container{
+		Name:            name,
+		Image:           env.ProxyImage,
+		ImagePullPolicy: corev1.PullNever,
+		Command:         append([]string{"/testproxy"}, args...),
+	}
+}
+
+func portList(ports []int) string {
+	s := make([]string, len(ports))
+	for i, p := range ports {
+		s[i] = strconv.Itoa(p)
+	}
+	return strings.Join(s, ",")
+}
+
+// plainPod serves the app ports as "name"; no mesh contract.
+func plainPod(name, node string) *corev1.Pod {
+	app := proxyContainer("app", "serve", "-name", name, "-ports", portList(appPorts))
+	app.SecurityContext = restricted(appUID)
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"app": name}},
+		Spec: corev1.PodSpec{
+			NodeSelector:                  map[string]string{"kubernetes.io/hostname": node},
+			TerminationGracePeriodSeconds: ptr.To[int64](1),
+			Containers:                    []corev1.Container{app},
+		},
+	}
+}
+
+// meshedPod is a plainPod plus the mesh's sidecar (the test proxy, as the
+// proxy UID) and the annotations its injector writes.
+func meshedPod(name, node string, c contract, extra map[string]string) *corev1.Pod {
+	p := plainPod(name, node)
+	p.Annotations = map[string]string{}
+	for k, v := range c.annotations {
+		p.Annotations[k] = v
+	}
+	for k, v := range extra {
+		p.Annotations[k] = v
+	}
+	proxy := proxyContainer(c.sidecar, "serve", "-name", "proxy",
+		"-outbound", strconv.Itoa(c.outbound), "-inbound", strconv.Itoa(c.inbound))
+	proxy.SecurityContext = restricted(c.uid)
+	p.Spec.Containers = append(p.Spec.Containers, proxy)
+	return p
+}
+
+// startPods creates the pods and waits until all run; returns them with IPs.
+func startPods(ctx context.Context, ns string, pods ...*corev1.Pod) map[string]*corev1.Pod {
+	for _, p := range pods {
+		_, err := client.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred(), "creating pod %s", p.Name)
+	}
+	out := map[string]*corev1.Pod{}
+	for _, p := range pods {
+		out[p.Name] = waitRunning(ctx, ns, p.Name)
+	}
+	return out
+}
+
+func waitRunning(ctx context.Context, ns, name string) *corev1.Pod {
+	var pod *corev1.Pod
+	Eventually(ctx, func(g Gomega) {
+		var err error
+		pod, err = client.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(pod.Status.Phase).To(Equal(corev1.PodRunning), "pod %s: %s", name, podProblem(pod))
+		g.Expect(pod.Status.PodIP).NotTo(BeEmpty())
+		for _, cs := range pod.Status.ContainerStatuses {
+			g.Expect(cs.Ready).To(BeTrue(), "container %s of %s", cs.Name, name)
+		}
+	}).WithTimeout(2 * time.Minute).WithPolling(time.Second).Should(Succeed())
+	return pod
+}
+
+func podProblem(p *corev1.Pod) string {
+	var s []string
+	for _, c := range p.Status.Conditions {
+		if c.Status != corev1.ConditionTrue && c.Message != "" {
+			s = append(s, c.Message)
+		}
+	}
+	for _, cs := range p.Status.ContainerStatuses {
+		if w := cs.State.Waiting; w != nil {
+			s = append(s, cs.Name+": "+w.Reason+" "+w.Message)
+		}
+	}
+	return strings.Join(s, "; ")
+}
+
+// connect dials addr from a container of a pod with the test program and
+// returns the record of whoever answered: the proxy when redirected, the
+// destination's app otherwise.
+func connect(ns, pod, container, ip string, port int) (record, error) {
+	addr := net.JoinHostPort(ip, strconv.Itoa(port))
+	out, err := kubectl("exec", "-n", ns, pod, "-c", container, "--", "/testproxy", "connect", addr)
+	if err != nil {
+		return record{}, err
+	}
+	var r record
+	if err := json.Unmarshal([]byte(strings.TrimSpace(out)), &r); err != nil {
+		return record{}, fmt.Errorf("answer from %s: %q: %w", addr, out, err)
+	}
+	return r, nil
+}
+
+func mustConnect(ns, pod, container, ip string, port int) record {
+	var r record
+	Eventually(func() error {
+		var err error
+		r, err = connect(ns, pod, container, ip, port)
+		return err
+	}).WithTimeout(30 * time.Second).WithPolling(time.Second).Should(Succeed())
+	return r
+}
+
+// schedulableNodes returns node names that take ordinary pods, in a stable order.
+func schedulableNodes(ctx context.Context) []string {
+	nodes, err := client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	Expect(err).NotTo(HaveOccurred())
+	var names []string
+	for _, n := range nodes.Items {
+		ok := true
+		for _, t := range n.Spec.Taints {
+			if t.Effect == corev1.TaintEffectNoSchedule || t.Effect == corev1.TaintEffectNoExecute {
+				ok = false
+			}
+		}
+		if ok {
+			names = append(names, n.Name)
+		}
+	}
+	Expect(names).NotTo(BeEmpty())
+	return names
+}
+
+// twoNodes gives two different nodes where the cluster has them, so traffic crosses nodes.
+func twoNodes(ctx context.Context) (string, string) {
+	n := schedulableNodes(ctx)
+	if len(n) == 1 {
+		return n[0], n[0]
+	}
+	return n[0], n[1]
+}

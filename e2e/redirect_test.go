@@ -1,0 +1,86 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"net"
+	"strconv"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+)
+
+func hostPort(ip string, port int) string { return net.JoinHostPort(ip, strconv.Itoa(port)) }
+
+// redirectSpecs checks one mesh contract: app traffic out and in goes through
+// the proxy with the right original destination, annotated skips bypass it,
+// the proxy's own traffic is left alone. Client and peer sit on different
+// nodes where the cluster has two.
+func redirectSpecs(mesh string, c contract, skipPortAnn, skipSubnetAnn string) {
+	Describe(mesh+" contract", Ordered, Label("smoke", "redirect", mesh), func() {
+		var ns string
+		var pods map[string]*corev1.Pod
+
+		BeforeAll(func(ctx SpecContext) {
+			ns = newNamespace(ctx, "e2e-"+mesh)
+			a, b := twoNodes(ctx)
+			peer := startPods(ctx, ns, plainPod("peer", b))["peer"]
+			pods = startPods(ctx, ns,
+				meshedPod("client", a, c, nil),
+				meshedPod("skip-port", a, c, map[string]string{skipPortAnn: "9090"}),
+				meshedPod("skip-subnet", a, c, map[string]string{skipSubnetAnn: peer.Status.PodIP + "/32"}),
+				plainPod("unmeshed", a),
+			)
+			pods["peer"] = peer
+		})
+
+		It("sends the app's outbound connections to the proxy with their original destination", func() {
+			peer := pods["peer"].Status.PodIP
+			r := mustConnect(ns, "client", "app", peer, 8080)
+			Expect(r.Name).To(Equal("proxy"))
+			Expect(r.Role).To(Equal("outbound"))
+			Expect(r.Port).To(Equal(c.outbound))
+			Expect(r.Orig).To(Equal(hostPort(peer, 8080)))
+		})
+
+		It("sends inbound connections to the proxy with their original destination", func() {
+			ip := pods["client"].Status.PodIP
+			r := mustConnect(ns, "peer", "app", ip, 9090)
+			Expect(r.Name).To(Equal("proxy"))
+			Expect(r.Role).To(Equal("inbound"))
+			Expect(r.Port).To(Equal(c.inbound))
+			Expect(r.Orig).To(Equal(hostPort(ip, 9090)))
+		})
+
+		It("leaves the proxy's own connections alone", func() {
+			r := mustConnect(ns, "client", c.sidecar, pods["peer"].Status.PodIP, 8080)
+			Expect(r.Name).To(Equal("peer"))
+			Expect(r.Role).To(Equal("app"))
+		})
+
+		It("lets an annotated skip port bypass the proxy", func() {
+			peer := pods["peer"].Status.PodIP
+			Expect(mustConnect(ns, "skip-port", "app", peer, 9090).Name).To(Equal("peer"))
+			Expect(mustConnect(ns, "skip-port", "app", peer, 8080).Name).To(Equal("proxy"))
+		})
+
+		It("lets an annotated skip subnet bypass the proxy", func() {
+			r := mustConnect(ns, "skip-subnet", "app", pods["peer"].Status.PodIP, 8080)
+			Expect(r.Name).To(Equal("peer"))
+		})
+
+		It("leaves an unmeshed pod untouched, both ways", func() {
+			peer := pods["peer"].Status.PodIP
+			Expect(mustConnect(ns, "unmeshed", "app", peer, 8080).Name).To(Equal("peer"))
+			r := mustConnect(ns, "peer", "app", pods["unmeshed"].Status.PodIP, 8080)
+			Expect(r.Name).To(Equal("unmeshed"))
+			Expect(r.Role).To(Equal("app"))
+		})
+	})
+}
+
+var _ = Describe("redirect", func() {
+	redirectSpecs("linkerd", linkerd, "config.linkerd.io/skip-outbound-ports", "config.linkerd.io/skip-subnets")
+	redirectSpecs("istio", istio, "traffic.sidecar.istio.io/excludeOutboundPorts", "traffic.sidecar.istio.io/excludeOutboundIPRanges")
+})
