@@ -1,0 +1,235 @@
+// Package repair finds the pods on this node that should be meshed but
+// started without redirection (their validator init container failed with
+// its "not redirected" exit code), and repairs them by policy: evict through
+// the Eviction API (PodDisruptionBudgets respected), delete, or label.
+//
+// A new pod of the same owner then goes through the (now chained) plugin.
+// Every action emits an Event on the pod. Actions are rate-limited and
+// failures retried with exponential back-off, never in a hot loop.
+package repair
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/flowcontrol"
+	"k8s.io/client-go/util/workqueue"
+)
+
+// Policy says how a broken pod is repaired.
+type Policy string
+
+const (
+	// Evict uses the Eviction API: PodDisruptionBudgets are respected, a
+	// blocked eviction (429) is retried later, never forced.
+	Evict Policy = "evict"
+	// Delete deletes the pod (UID precondition), ignoring budgets.
+	Delete Policy = "delete"
+	// Label only marks the pod (Label), for people or other tools to act on.
+	Label Policy = "label"
+)
+
+// Outcome of one repair attempt, for metrics.
+type Outcome string
+
+const (
+	Repaired Outcome = "repaired"
+	Blocked  Outcome = "blocked" // eviction refused by a PodDisruptionBudget
+	Failed   Outcome = "failed"
+)
+
+// DefaultLabel is what the label policy sets.
+const DefaultLabel = "mesh-cni.io/uninitialized=true"
+
+// EventComponent is the source of the Events on repaired pods.
+const EventComponent = "mesh-cni-repair"
+
+// Options configure Run. Zero values take the defaults noted.
+type Options struct {
+	NodeName string
+	Policy   Policy // default Evict
+	Label    string // "key=value" for the label policy; default DefaultLabel
+	// Validators recognised; default DefaultValidators().
+	Validators []Validator
+	// LabelSelector limits the pods watched (e.g. meshed namespaces only).
+	LabelSelector string
+	// RetryBase and RetryMax bound the per-pod back-off after a failed or
+	// blocked attempt; default 1s and 5m.
+	RetryBase, RetryMax time.Duration
+	// ActionsPerSecond and Burst bound the API writes of all repairs
+	// together; default 1 and 5.
+	ActionsPerSecond float32
+	Burst            int
+	// OnAttempt, when set, is called after each repair attempt (metrics).
+	OnAttempt func(Policy, Outcome)
+	// Log defaults to slog.Default().
+	Log *slog.Logger
+}
+
+func (o *Options) defaults() error {
+	if o.NodeName == "" {
+		return fmt.Errorf("repair: node name is empty")
+	}
+	if o.Policy == "" {
+		o.Policy = Evict
+	}
+	switch o.Policy {
+	case Evict, Delete, Label:
+	default:
+		return fmt.Errorf("repair: unknown policy %q (evict, delete or label)", o.Policy)
+	}
+	if o.Label == "" {
+		o.Label = DefaultLabel
+	}
+	if o.Policy == Label {
+		k, v, ok := strings.Cut(o.Label, "=")
+		if !ok {
+			return fmt.Errorf("repair: label %q is not key=value", o.Label)
+		}
+		if errs := validation.IsQualifiedName(k); len(errs) > 0 {
+			return fmt.Errorf("repair: label key %q: %s", k, strings.Join(errs, "; "))
+		}
+		if errs := validation.IsValidLabelValue(v); len(errs) > 0 {
+			return fmt.Errorf("repair: label value %q: %s", v, strings.Join(errs, "; "))
+		}
+	}
+	if o.Validators == nil {
+		o.Validators = DefaultValidators()
+	}
+	if o.RetryBase <= 0 {
+		o.RetryBase = time.Second
+	}
+	if o.RetryMax <= 0 {
+		o.RetryMax = 5 * time.Minute
+	}
+	if o.ActionsPerSecond <= 0 {
+		o.ActionsPerSecond = 1
+	}
+	if o.Burst <= 0 {
+		o.Burst = 5
+	}
+	if o.Log == nil {
+		o.Log = slog.Default()
+	}
+	return nil
+}
+
+type controller struct {
+	opts     Options
+	client   kubernetes.Interface
+	informer cache.SharedIndexInformer
+	queue    workqueue.TypedRateLimitingInterface[string]
+	limiter  flowcontrol.RateLimiter
+	recorder record.EventRecorder
+}
+
+// Run watches the pods of opts.NodeName and repairs broken ones until ctx
+// ends. It returns an error only for bad options.
+func Run(ctx context.Context, client kubernetes.Interface, opts Options) error {
+	if err := opts.defaults(); err != nil {
+		return err
+	}
+	f := informers.NewSharedInformerFactoryWithOptions(client, 0,
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+			o.FieldSelector = fields.OneTermEqualSelector("spec.nodeName", opts.NodeName).String()
+			o.LabelSelector = opts.LabelSelector
+		}))
+	c := &controller{
+		opts:     opts,
+		client:   client,
+		informer: f.Core().V1().Pods().Informer(),
+		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
+			workqueue.NewTypedItemExponentialFailureRateLimiter[string](opts.RetryBase, opts.RetryMax),
+			workqueue.TypedRateLimitingQueueConfig[string]{Name: "mesh-cni-repair"}),
+		limiter: flowcontrol.NewTokenBucketRateLimiter(opts.ActionsPerSecond, opts.Burst),
+	}
+	_ = c.informer.SetTransform(slim)
+	_, _ = c.informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    c.enqueue,
+		UpdateFunc: func(_, obj any) { c.enqueue(obj) },
+	})
+
+	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
+	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
+	defer broadcaster.Shutdown()
+	c.recorder = broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: EventComponent, Host: opts.NodeName})
+
+	go c.informer.Run(ctx.Done())
+	defer c.queue.ShutDown()
+	if !cache.WaitForCacheSync(ctx.Done(), c.informer.HasSynced) {
+		return nil // ctx ended first
+	}
+	opts.Log.Info("repair controller started", "node", opts.NodeName, "policy", opts.Policy)
+	go func() {
+		for c.next(ctx) {
+		}
+	}()
+	<-ctx.Done()
+	return nil
+}
+
+func (c *controller) enqueue(obj any) {
+	pod, ok := obj.(*corev1.Pod)
+	if !ok {
+		return
+	}
+	if _, _, broken := Broken(pod, c.opts.Validators); !broken {
+		return
+	}
+	if key, err := cache.MetaNamespaceKeyFunc(pod); err == nil {
+		c.queue.Add(key)
+	}
+}
+
+// next handles one queued pod; false once the queue is shut down.
+func (c *controller) next(ctx context.Context) bool {
+	key, quit := c.queue.Get()
+	if quit {
+		return false
+	}
+	defer c.queue.Done(key)
+	retry, err := c.handle(ctx, key)
+	switch {
+	case ctx.Err() != nil:
+	case retry:
+		if err != nil {
+			c.opts.Log.Warn("repair failed; retrying", "pod", key, "err", err)
+		}
+		c.queue.AddRateLimited(key)
+	default:
+		c.queue.Forget(key)
+	}
+	return true
+}
+
+// slim keeps what Broken and the actions read.
+func slim(obj any) (any, error) {
+	p, ok := obj.(*corev1.Pod)
+	if !ok {
+		return obj, nil
+	}
+	s := &corev1.Pod{}
+	s.Name = p.Name
+	s.Namespace = p.Namespace
+	s.UID = p.UID
+	s.ResourceVersion = p.ResourceVersion
+	s.Labels = p.Labels
+	s.DeletionTimestamp = p.DeletionTimestamp
+	s.Spec.NodeName = p.Spec.NodeName
+	s.Status.Phase = p.Status.Phase
+	s.Status.InitContainerStatuses = p.Status.InitContainerStatuses
+	return s, nil
+}
