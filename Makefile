@@ -9,7 +9,7 @@ BIN := $(CURDIR)/bin
 # Test packages in parallel, but not more than the cores we have.
 GOTEST := $(GO) test -count=1 -p 2
 
-.PHONY: all build deps test test-unit test-fuzz bench clean
+.PHONY: all build deps k8s-bins test test-unit test-fuzz bench clean
 
 all: build
 
@@ -22,7 +22,12 @@ build:
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/mesh-cnictl ./ctl
 
 ## test: every test (the README's test command)
-test: deps build test-unit test-fuzz
+test: deps build k8s-bins test-unit test-fuzz
+
+## k8s-bins: etcd, kube-apiserver, kube-controller-manager, kubectl for the API-server tests (pkg/testenv), built from source, cached in $(MESH_CNI_CACHE)/k8s
+K8S_BINS ?= etcd kube-apiserver kube-controller-manager kubectl
+k8s-bins:
+	@bash hack/build-k8s.sh $(K8S_BINS) >/dev/null
 
 test-unit:
 	$(GOTEST) ./...
