@@ -94,6 +94,7 @@ func setUpCluster(ctx SpecContext) shared {
 	Expect(s.ProxyImage).NotTo(BeEmpty(), "no testproxy image among %v", tars)
 	Expect(meshImage).NotTo(BeEmpty(), "no mesh-cni image among %v", tars)
 
+	s.MeshImage = meshImage
 	if !reuse || os.Getenv("E2E_REINSTALL") == "1" {
 		install(ctx, s, meshImage)
 	}

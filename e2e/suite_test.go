@@ -31,6 +31,7 @@ type shared struct {
 	Cluster    string `json:"cluster"`
 	Kubeconfig string `json:"kubeconfig"`
 	ProxyImage string `json:"proxyImage"`
+	MeshImage  string `json:"meshImage"`
 	Install    string `json:"install"`
 }
 

@@ -1,0 +1,246 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/kind/pkg/cluster/nodes"
+)
+
+const confDir = "/etc/cni/net.d"
+
+// nodeByName finds the kind node container of a Kubernetes node.
+func nodeByName(name string) nodes.Node {
+	all, err := provider().ListNodes(env.Cluster)
+	Expect(err).NotTo(HaveOccurred())
+	for _, n := range all {
+		if n.String() == name {
+			return n
+		}
+	}
+	Fail("no kind node " + name)
+	return nil
+}
+
+func nodeExec(n nodes.Node, args ...string) (string, error) {
+	var out strings.Builder
+	err := n.Command(args[0], args[1:]...).SetStdout(&out).SetStderr(&out).Run()
+	return out.String(), err
+}
+
+// primaryConf returns the path and content of the conflist the runtime uses
+// (the lexically first *.conflist / *.conf in the conf dir).
+func primaryConf(n nodes.Node) (string, string) {
+	out, err := nodeExec(n, "sh", "-c", "ls "+confDir+"/*.conflist "+confDir+"/*.conf 2>/dev/null | sort | head -n1")
+	Expect(err).NotTo(HaveOccurred(), out)
+	path := strings.TrimSpace(out)
+	Expect(path).NotTo(BeEmpty(), "no CNI config on %s", n)
+	body, err := nodeExec(n, "cat", path)
+	Expect(err).NotTo(HaveOccurred(), body)
+	return path, body
+}
+
+// pluginTypes lists the "type" of every plugin in a conflist.
+func pluginTypes(conf string) []string {
+	var c struct {
+		Plugins []struct {
+			Type string `json:"type"`
+		} `json:"plugins"`
+	}
+	Expect(json.Unmarshal([]byte(conf), &c)).To(Succeed(), "conflist: %s", conf)
+	var t []string
+	for _, p := range c.Plugins {
+		t = append(t, p.Type)
+	}
+	return t
+}
+
+// meshedOutbound reports whether a pod's app traffic reaches its proxy.
+func meshedOutbound(ns, pod, peerIP string) bool {
+	r := mustConnect(ns, pod, "app", peerIP, 8080)
+	return r.Name == "proxy" && r.Orig == hostPort(peerIP, 8080)
+}
+
+var _ = Describe("primary CNI rewrites its conflist", Serial, Ordered, Label("rewrite"), func() {
+	It("is re-chained, and new pods are meshed", func(ctx SpecContext) {
+		a, b := twoNodes(ctx)
+		node := nodeByName(a)
+		path, before := primaryConf(node)
+		Expect(pluginTypes(before)).To(ContainElement("mesh-cni"), "%s on %s", path, a)
+
+		By("restarting the primary's pod on " + a + ": it writes its conflist afresh at start")
+		pods, err := client.CoreV1().Pods("kube-system").List(ctx, metav1.ListOptions{
+			FieldSelector: "spec.nodeName=" + a,
+		})
+		Expect(err).NotTo(HaveOccurred())
+		restarted := 0
+		for _, p := range pods.Items {
+			if app := p.Labels["app"]; app == "meshnet" || app == "kindnet" {
+				Expect(client.CoreV1().Pods("kube-system").Delete(ctx, p.Name, metav1.DeleteOptions{})).To(Succeed())
+				restarted++
+			}
+		}
+		Expect(restarted).To(Equal(1), "the primary CNI's pod on %s", a)
+
+		Eventually(ctx, func() []string {
+			_, c := primaryConf(node)
+			return pluginTypes(c)
+		}).WithTimeout(90 * time.Second).WithPolling(500 * time.Millisecond).Should(ContainElement("mesh-cni"))
+
+		ns := newNamespace(ctx, "e2e-rewrite")
+		got := startPods(ctx, ns, plainPod("peer", b), meshedPod("client", a, linkerd, nil))
+		Expect(meshedOutbound(ns, "client", got["peer"].Status.PodIP)).To(BeTrue())
+	})
+})
+
+var _ = Describe("helm upgrade", Serial, Ordered, Label("upgrade"), func() {
+	It("never lets a pod start unmeshed while the agent rolls", func(ctx SpecContext) {
+		if env.Install != "helm" {
+			Skip("the upgrade spec drives Helm; this run installed with " + env.Install)
+		}
+		a, b := twoNodes(ctx)
+		ns := newNamespace(ctx, "e2e-upgrade")
+		peer := startPods(ctx, ns, plainPod("peer", b))["peer"]
+
+		By("tagging the loaded image with a new tag on every node")
+		ds, err := client.AppsV1().DaemonSets(meshNamespace).Get(ctx, daemonSet, metav1.GetOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		old := ds.Spec.Template.Spec.Containers[0].Image
+		repo, _ := splitImage(old)
+		newImage := repo + ":e2e-upgrade"
+		all, err := provider().ListNodes(env.Cluster)
+		Expect(err).NotTo(HaveOccurred())
+		for _, n := range all {
+			out, err := nodeExec(n, "ctr", "-n", "k8s.io", "images", "tag", "--force",
+				fullRef(old), fullRef(newImage))
+			Expect(err).NotTo(HaveOccurred(), out)
+		}
+
+		By("creating meshed pods in a loop during helm upgrade")
+		stop := make(chan struct{})
+		var names []string
+		var mu sync.Mutex
+		var wg sync.WaitGroup
+		wg.Add(1)
+		go func() {
+			defer GinkgoRecover()
+			defer wg.Done()
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				p := meshedPod(fmt.Sprintf("loop-%d", i), a, linkerd, nil)
+				if _, err := client.CoreV1().Pods(ns).Create(context.Background(), p, metav1.CreateOptions{}); err == nil {
+					mu.Lock()
+					names = append(names, p.Name)
+					mu.Unlock()
+				}
+				time.Sleep(700 * time.Millisecond)
+			}
+		}()
+		helmInstall(repo, "e2e-upgrade", "--set", "logLevel=debug")
+		waitDaemonSetReady(ctx, client, 3*time.Minute)
+		close(stop)
+		wg.Wait()
+		Expect(len(names)).To(BeNumerically(">=", 3))
+
+		ds, err = client.AppsV1().DaemonSets(meshNamespace).Get(ctx, daemonSet, metav1.GetOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(ds.Spec.Template.Spec.Containers[0].Image).To(Equal(newImage))
+
+		for _, name := range names {
+			waitRunning(ctx, ns, name)
+			Expect(meshedOutbound(ns, name, peer.Status.PodIP)).To(BeTrue(), "pod %s started unmeshed", name)
+		}
+	})
+})
+
+var _ = Describe("uninstall", Serial, Ordered, Label("uninstall"), func() {
+	It("restores the primary conflist, removes the binary, and pods still start", func(ctx SpecContext) {
+		a, b := twoNodes(ctx)
+		node := nodeByName(a)
+		path, chained := primaryConf(node)
+		Expect(pluginTypes(chained)).To(ContainElement("mesh-cni"))
+
+		By("uninstalling (" + env.Install + ")")
+		uninstall(ctx)
+
+		Eventually(ctx, func() []string {
+			_, c := primaryConf(node)
+			return pluginTypes(c)
+		}).WithTimeout(2 * time.Minute).WithPolling(time.Second).ShouldNot(ContainElement("mesh-cni"))
+		p2, restored := primaryConf(node)
+		Expect(p2).To(Equal(path))
+		Expect(pluginTypes(restored)).To(Equal(withoutMesh(pluginTypes(chained))))
+		out, err := nodeExec(node, "sh", "-c", "ls /opt/cni/bin/ /home/kubernetes/bin/ 2>/dev/null")
+		Expect(err).NotTo(HaveOccurred(), out)
+		Expect(out).NotTo(ContainSubstring("mesh-cni"))
+
+		ns := newNamespace(ctx, "e2e-uninstall")
+		got := startPods(ctx, ns, plainPod("peer", b), meshedPod("client", a, linkerd, nil))
+		r := mustConnect(ns, "client", "app", got["peer"].Status.PodIP, 8080)
+		Expect(r.Name).To(Equal("peer"), "no redirect after uninstall")
+
+		By("installing again for the specs that follow")
+		reinstall(ctx)
+	})
+})
+
+func withoutMesh(types []string) []string {
+	var out []string
+	for _, t := range types {
+		if t != "mesh-cni" {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+func uninstall(ctx context.Context) {
+	switch env.Install {
+	case "helm":
+		out, err := run(tool("HELM", "helm3"), helmArgs("uninstall", release, "--namespace", meshNamespace, "--wait", "--timeout", "3m")...)
+		Expect(err).NotTo(HaveOccurred(), out)
+	default:
+		out, err := kubectl("delete", "daemonset", "-n", meshNamespace, daemonSet, "--wait", "--timeout", "3m")
+		Expect(err).NotTo(HaveOccurred(), out)
+	}
+	Eventually(ctx, func() int {
+		pods, err := client.CoreV1().Pods(meshNamespace).List(ctx, metav1.ListOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		n := 0
+		for _, p := range pods.Items {
+			if p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed {
+				n++
+			}
+		}
+		return n
+	}).WithTimeout(3 * time.Minute).WithPolling(2 * time.Second).Should(BeZero())
+}
+
+func reinstall(ctx context.Context) {
+	install(ctx, env, env.MeshImage)
+}
+
+// fullRef is the name containerd stores an image under.
+func fullRef(image string) string {
+	if strings.Count(strings.SplitN(image, "/", 2)[0], ".") == 0 && !strings.Contains(strings.SplitN(image, "/", 2)[0], ":") {
+		if !strings.Contains(image, "/") {
+			return "docker.io/library/" + image
+		}
+		return "docker.io/" + image
+	}
+	return image
+}
