@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/mesh-cni/mesh-cni/pkg/node"
@@ -55,6 +56,29 @@ const settleTime = 2 * time.Second
 type Installer struct {
 	cfg Config
 	log *slog.Logger
+	// What the installed binary looked like after we last checked it, so
+	// a pass does not re-read megabytes when nothing changed.
+	binSeen fileStamp
+	srcSeen fileStamp
+}
+
+// fileStamp identifies a file's version without reading it.
+type fileStamp struct {
+	ino, size int64
+	mtime     time.Time
+	mode      os.FileMode
+}
+
+func stampOf(path string) (fileStamp, bool) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return fileStamp{}, false
+	}
+	st := fileStamp{size: fi.Size(), mtime: fi.ModTime(), mode: fi.Mode()}
+	if sys, ok := fi.Sys().(*syscall.Stat_t); ok {
+		st.ino = int64(sys.Ino)
+	}
+	return st, true
 }
 
 // New checks cfg and returns an Installer.
@@ -82,10 +106,17 @@ func (in *Installer) InstallBinary() (bool, error) {
 	} else if !fi.IsDir() {
 		return false, fmt.Errorf("CNI bin dir %s is not a directory", in.cfg.BinDir)
 	}
+	src, srcOK := stampOf(in.cfg.PluginBinary)
+	if dst, ok := stampOf(in.BinaryPath()); ok && srcOK && dst == in.binSeen && src == in.srcSeen {
+		return false, nil
+	}
 	changed, err := CopyFileAtomic(in.cfg.PluginBinary, in.BinaryPath(), 0o755)
 	if err != nil {
+		in.binSeen = fileStamp{}
 		return false, fmt.Errorf("install plugin binary: %w", err)
 	}
+	in.binSeen, _ = stampOf(in.BinaryPath())
+	in.srcSeen = src
 	return changed, nil
 }
 
