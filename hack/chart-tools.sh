@@ -1,38 +1,56 @@
 #!/usr/bin/env bash
 # Builds the chart tools from the Go module proxy into the shared cache, only
-# when missing: helm v3 (lint, ct), helm v4 (render parity), ct (chart-testing).
-# yamllint (ct's YAML check) comes from Debian. Prints the tools dir.
+# when missing, and prints the dir to put first on PATH:
+#   helm  (Helm 3: helm lint, and the helm ct calls)
+#   helm4 (Helm 4: render parity)
+#   ct    (chart-testing)
+# yamllint (used by ct) comes from Debian. `chart-tools.sh helm4` builds one.
 set -euo pipefail
 HELM3_VERSION=${HELM3_VERSION:-v3.22.0}
 HELM4_VERSION=${HELM4_VERSION:-v4.3.1}
 CT_VERSION=${CT_VERSION:-v3.14.0}
 CACHE=${MESH_CNI_CACHE:-/var/cache/mesh-cni}
 TOOLS=$CACHE/tools
-mkdir -p "$TOOLS"
+mkdir -p "$TOOLS/bin"
 
-build() { # name module@version [ldflags]
-  local name=$1 pkg=$2 ldflags=${3:-} dir
-  dir=$TOOLS/${name}-${pkg##*@}
-  if [ ! -x "$dir/$(basename "${pkg%@*}")" ]; then
-    echo "building $pkg" >&2
-    (cd "$TOOLS" && GOFLAGS=-mod=mod CGO_ENABLED=0 GOBIN="$dir" nice go install -trimpath -ldflags "-s -w $ldflags" "$pkg" >&2)
+build() { # link-name module/cmd@version [ldflags]
+  local name=$1 pkg=$2 ldflags=${3:-} dir exe
+  dir=$TOOLS/$name-${pkg##*@}
+  exe=$dir/$(basename "${pkg%@*}")
+  if [ ! -x "$exe" ]; then
+    echo "chart-tools: building $pkg" >&2
+    # Outside the repo, so the tool's own go.mod decides its dependencies.
+    (cd "$TOOLS" && GOFLAGS= CGO_ENABLED=0 GOBIN="$dir.tmp" nice go install -trimpath -ldflags "-s -w $ldflags" "$pkg" >&2)
+    rm -rf "$dir" && mv "$dir.tmp" "$dir"
   fi
-  ln -sfn "$dir/$(basename "${pkg%@*}")" "$TOOLS/$name"
+  ln -sfn "$exe" "$TOOLS/bin/$name"
 }
 
-# Helm 3 takes its default Kubernetes version (helm lint, helm template
-# without --kube-version) from link flags; without them it assumes 1.20.
-h3=helm.sh/helm/v3
-build helm3 "$h3/cmd/helm@$HELM3_VERSION" "-X $h3/internal/version.version=$HELM3_VERSION \
-  -X $h3/pkg/chartutil.k8sVersionMajor=1 -X $h3/pkg/chartutil.k8sVersionMinor=34 \
-  -X $h3/pkg/lint/rules.k8sVersionMajor=1 -X $h3/pkg/lint/rules.k8sVersionMinor=34"
-build helm4 "helm.sh/helm/v4/cmd/helm@$HELM4_VERSION"
-build ct "github.com/helm/chart-testing/v3/ct@$CT_VERSION"
-
-if ! command -v yamllint >/dev/null 2>&1; then
-  echo "installing yamllint" >&2
-  export DEBIAN_FRONTEND=noninteractive
-  apt-get update -qq >&2
-  apt-get install -y -qq --no-install-recommends yamllint >/dev/null
-fi
-echo "$TOOLS"
+want=${*:-helm helm4 ct yamllint}
+for t in $want; do
+  case $t in
+  helm)
+    # Helm 3 takes its default Kubernetes version (helm lint, helm template
+    # without --kube-version) from link flags; without them it assumes 1.20.
+    h3=helm.sh/helm/v3
+    build helm "$h3/cmd/helm@$HELM3_VERSION" "-X $h3/internal/version.version=$HELM3_VERSION \
+      -X $h3/pkg/chartutil.k8sVersionMajor=1 -X $h3/pkg/chartutil.k8sVersionMinor=34 \
+      -X $h3/pkg/lint/rules.k8sVersionMajor=1 -X $h3/pkg/lint/rules.k8sVersionMinor=34" ;;
+  helm4) build helm4 "helm.sh/helm/v4/cmd/helm@$HELM4_VERSION" "-X helm.sh/helm/v4/internal/version.version=$HELM4_VERSION" ;;
+  ct)
+    build ct "github.com/helm/chart-testing/v3/ct@$CT_VERSION" \
+      "-X github.com/helm/chart-testing/v3/ct/cmd.Version=$CT_VERSION"
+    # ct's default lint rules and Chart.yaml schema ship in its module.
+    (cd "$TOOLS" && GOFLAGS= go mod download -json "github.com/helm/chart-testing/v3@$CT_VERSION" >/dev/null)
+    ln -sfn "$(go env GOMODCACHE)/github.com/helm/chart-testing/v3@$CT_VERSION/etc" "$TOOLS/ct-etc" ;;
+  yamllint)
+    if ! command -v yamllint >/dev/null 2>&1; then
+      echo "chart-tools: installing yamllint" >&2
+      export DEBIAN_FRONTEND=noninteractive
+      apt-get update -qq >&2
+      apt-get install -y -qq --no-install-recommends yamllint >/dev/null
+    fi ;;
+  *) echo "chart-tools: unknown tool $t" >&2; exit 2 ;;
+  esac
+done
+echo "$TOOLS/bin"
