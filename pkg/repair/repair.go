@@ -168,16 +168,21 @@ func Run(ctx context.Context, client kubernetes.Interface, opts Options) error {
 	c.recorder = broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: EventComponent, Host: opts.NodeName})
 
 	go c.informer.Run(ctx.Done())
-	defer c.queue.ShutDown()
 	if !cache.WaitForCacheSync(ctx.Done(), c.informer.HasSynced) {
+		c.queue.ShutDown()
 		return nil // ctx ended first
 	}
 	opts.Log.Info("repair controller started", "node", opts.NodeName, "policy", opts.Policy)
+	worker := make(chan struct{})
 	go func() {
+		defer close(worker)
 		for c.next(ctx) {
 		}
 	}()
 	<-ctx.Done()
+	// The worker finishes its item before the event broadcaster stops.
+	c.queue.ShutDown()
+	<-worker
 	return nil
 }
 
