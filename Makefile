@@ -49,3 +49,45 @@ bench-agent: build
 
 clean:
 	rm -rf $(BIN) _out
+
+MESH_CNI_CACHE ?= /var/cache/mesh-cni
+## kind-image: the offline kind node image (cached in $(MESH_CNI_CACHE)/kind)
+KIND_NODE_IMAGE ?= mesh-cni/kind-node:v1.34.4
+export KIND_NODE_IMAGE
+kind-image:
+	@bash hack/kind-image.sh
+
+## testproxy-tar: the test proxy image (FROM scratch) as a tarball for the e2e suite
+PROXY_IMAGE := mesh-cni.local/testproxy:$(VERSION)
+PROXY_TAR := $(MESH_CNI_CACHE)/images/testproxy-$(VERSION).tar
+testproxy-tar:
+	@bash hack/docker.sh
+	@mkdir -p $(BIN)/testproxy-image $(dir $(PROXY_TAR))
+	$(GO) build -trimpath -ldflags '-s -w' -o $(BIN)/testproxy-image/testproxy ./testproxy
+	printf 'FROM scratch\nCOPY testproxy /testproxy\nENTRYPOINT ["/testproxy"]\n' > $(BIN)/testproxy-image/Dockerfile
+	DOCKER_BUILDKIT=0 docker build -q -t $(PROXY_IMAGE) $(BIN)/testproxy-image >/dev/null
+	docker save -o $(PROXY_TAR).tmp $(PROXY_IMAGE)
+	mv $(PROXY_TAR).tmp $(PROXY_TAR)
+
+## test-e2e: Ginkgo suites on real kind clusters (E2E_LABELS selects areas)
+E2E_LABELS ?=
+E2E_TIMEOUT ?= 60m
+E2E_ENV = E2E_IMAGES="$(IMAGE_TAR) $(PROXY_TAR)" E2E_NODE_IMAGE=$(KIND_NODE_IMAGE) \
+	HELM=$$(bash hack/chart-tools.sh | tail -n1)/helm3 \
+	KUBECTL=$$(bash hack/build-k8s.sh kubectl | tail -n1)/kubectl
+E2E_GO_TEST = $(GO) test -tags e2e -count=1 -timeout $(E2E_TIMEOUT) ./e2e -ginkgo.v -ginkgo.label-filter='$(E2E_LABELS)'
+test-e2e: image-tar testproxy-tar kind-image
+	$(E2E_ENV) E2E_INSTALL=helm E2E_CLUSTER=mesh-cni-e2e-helm \
+	  E2E_KIND_CONFIG=$(CURDIR)/kind-configs/multi-node.yaml $(E2E_GO_TEST)
+	$(E2E_ENV) E2E_INSTALL=kustomize E2E_CLUSTER=mesh-cni-e2e-kustomize \
+	  E2E_KIND_CONFIG=$(CURDIR)/kind-configs/single-node.yaml $(E2E_GO_TEST)
+
+.PHONY: kind-image testproxy-tar test-e2e demo demo-down
+
+## demo: a kind cluster with mesh-cni (Helm) and a meshed app, with the proxy's evidence
+demo: image-tar testproxy-tar kind-image
+	MESH_TAR=$(IMAGE_TAR) PROXY_TAR=$(PROXY_TAR) bash hack/demo.sh up
+
+## demo-down: delete the demo cluster
+demo-down:
+	bash hack/demo.sh down
