@@ -238,12 +238,15 @@ func connect(n ns.NetNS, uid uint32, udp bool, host string, port int) (record, e
 	return r, nil
 }
 
-// run runs a command in netns n and returns its output.
+// run runs a command in netns n and returns its output. iptables takes the
+// netns' own lock, never the host-wide one.
 func run(n ns.NetNS, name string, args ...string) (string, error) {
 	var out []byte
 	err := n.Do(func(ns.NetNS) error {
+		cmd := exec.Command(name, args...)
+		cmd.Env = append(os.Environ(), "XTABLES_LOCKFILE="+n.Path())
 		var err error
-		out, err = exec.Command(name, args...).CombinedOutput()
+		out, err = cmd.CombinedOutput()
 		return err
 	})
 	return string(out), err

@@ -54,6 +54,13 @@ func Apply(ns *os.File, rs rules.RuleSet) error {
 	if err != nil {
 		return fmt.Errorf("policy route: loopback: %w", err)
 	}
+	// The kernel refuses an IPv6 route on a down device. The runtime's
+	// loopback plugin brings lo up anyway, but not always before us.
+	if lo.Attrs().Flags&net.FlagUp == 0 {
+		if err := h.LinkSetUp(lo); err != nil {
+			return fmt.Errorf("policy route: set lo up: %w", err)
+		}
+	}
 	for _, fam := range rs.Families {
 		af, all := afs(fam)
 		for _, p := range rs.PolicyRoutes {

@@ -1,0 +1,260 @@
+package backend_test
+
+import (
+	"fmt"
+	"net/netip"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+
+	"github.com/containernetworking/plugins/pkg/ns"
+	"github.com/containernetworking/plugins/pkg/testutils"
+
+	"github.com/mesh-cni/mesh-cni/pkg/backend"
+	"github.com/mesh-cni/mesh-cni/pkg/rules"
+)
+
+func newNS(t testing.TB) ns.NetNS {
+	t.Helper()
+	n, err := testutils.NewNS()
+	if err != nil {
+		t.Fatalf("netns: %v", err)
+	}
+	t.Cleanup(func() {
+		n.Close()
+		_ = testutils.UnmountNS(n)
+	})
+	return n
+}
+
+func mustNew(t testing.TB, name string) backend.Backend {
+	t.Helper()
+	b, err := backend.New(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// badRuleSets fail at different stages: in validation, in the kernel for
+// both families, and in the kernel for IPv6 only (after IPv4 went in).
+func badRuleSets() map[string]rules.RuleSet {
+	both := []rules.Family{rules.IPv4, rules.IPv6}
+	good := rules.Generate(testSpec(rules.Redirect))
+	portZero := rules.Generate(testSpec(rules.Redirect))
+	portZero.Tables[0].Chains[0].Rules = append(portZero.Tables[0].Chains[0].Rules,
+		rules.Rule{Proto: rules.TCP, Verdict: rules.Verdict{Kind: rules.RedirectTo, Port: 0}})
+	missingChain := rules.Generate(testSpec(rules.Redirect))
+	missingChain.Tables[0].Chains[0].Rules = append(missingChain.Tables[0].Chains[0].Rules,
+		rules.Rule{Verdict: rules.Verdict{Kind: rules.Jump, Chain: "MESH_NOWHERE"}})
+	// TPROXY is only valid in PREROUTING; the kernel (or iptables)
+	// rejects it in an OUTPUT chain, which validation does not model.
+	tproxyOut := func(dst []netip.Prefix) rules.RuleSet {
+		rs := good
+		rs.Tables = append(append([]rules.Table{}, good.Tables...), rules.Table{Name: "mangle", Chains: []rules.Chain{{
+			Name: "MESH_BAD_OUTPUT", Hook: rules.Output,
+			Rules: []rules.Rule{{Proto: rules.TCP, Dst: dst,
+				Verdict: rules.Verdict{Kind: rules.TProxyTo, Port: 15006, Mark: rules.Mark{Value: 1, Mask: 1}}}},
+		}}})
+		rs.Families = both
+		return rs
+	}
+	return map[string]rules.RuleSet{
+		"redirect to port 0":    portZero,
+		"jump to missing chain": missingChain,
+		"kernel rejects":        tproxyOut(nil),
+		"kernel rejects ipv6":   tproxyOut([]netip.Prefix{netip.MustParsePrefix("fd00::/8")}),
+	}
+}
+
+// TestApplyFailureLeavesNothing applies a good rule set, then a bad one:
+// the error must come back and the netns must hold none of our rules (not
+// even the good ones from before).
+func TestApplyFailureLeavesNothing(t *testing.T) {
+	for _, name := range backends {
+		for what, bad := range badRuleSets() {
+			t.Run(name+"/"+what, func(t *testing.T) {
+				b := mustNew(t, name)
+				n := newNS(t)
+				if err := b.Apply(n.Path(), rules.Generate(testSpec(rules.TProxy))); err != nil {
+					t.Fatalf("good Apply: %v", err)
+				}
+				err := b.Apply(n.Path(), bad)
+				if err == nil {
+					t.Fatal("bad Apply: no error")
+				}
+				t.Logf("error: %v", err)
+				expectClean(t, n)
+			})
+		}
+	}
+}
+
+// TestConcurrentApply programs 50 netns at once per backend: no lock
+// errors, and each netns ends up with exactly its rules.
+func TestConcurrentApply(t *testing.T) {
+	const pods = 50
+	for _, name := range backends {
+		t.Run(name, func(t *testing.T) {
+			b := mustNew(t, name)
+			nss := make([]ns.NetNS, pods)
+			for i := range nss {
+				nss[i] = newNS(t)
+			}
+			specs := make([]rules.RuleSet, pods)
+			for i := range specs {
+				s := testSpec(rules.Redirect)
+				s.OutboundPort = uint16(20000 + i) // each pod its own rules
+				specs[i] = rules.Generate(s)
+			}
+			errs := make([]error, pods)
+			var wg sync.WaitGroup
+			for i := range nss {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					errs[i] = b.Apply(nss[i].Path(), specs[i])
+				}()
+			}
+			wg.Wait()
+			for i, err := range errs {
+				if err != nil {
+					t.Errorf("pod %d: Apply: %v", i, err)
+					continue
+				}
+				if err := b.Check(nss[i].Path(), specs[i]); err != nil {
+					t.Errorf("pod %d: Check: %v", i, err)
+				}
+			}
+			for i := range nss {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					errs[i] = b.Delete(nss[i].Path())
+				}()
+			}
+			wg.Wait()
+			for i, err := range errs {
+				if err != nil {
+					t.Errorf("pod %d: Delete: %v", i, err)
+				}
+			}
+		})
+	}
+}
+
+// TestHostLockHeld holds the host-wide xtables lock for the whole test, the
+// way a busy kube-proxy does. Had the backends waited on it, Apply would
+// fail once iptables-restore's wait runs out.
+func TestHostLockHeld(t *testing.T) {
+	if err := os.MkdirAll("/run", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	// Its own process group, so the cleanup kills the sleep that inherits
+	// the lock too, and other iptables users on the host wait only for
+	// this test's few seconds.
+	holder := exec.Command("flock", "--exclusive", "/run/xtables.lock", "sh", "-c", "echo locked; exec sleep 120")
+	holder.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	out, err := holder.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := holder.Start(); err != nil {
+		t.Fatalf("flock: %v", err)
+	}
+	t.Cleanup(func() {
+		_ = syscall.Kill(-holder.Process.Pid, syscall.SIGKILL)
+		_ = holder.Wait()
+	})
+	buf := make([]byte, 7)
+	if _, err := out.Read(buf); err != nil || string(buf) != "locked\n" {
+		t.Fatalf("flock did not take the lock: %q %v", buf, err)
+	}
+	// The lock really is held: a plain iptables-legacy in another netns
+	// must give up on it.
+	probe := newNS(t)
+	var pout []byte
+	err = probe.Do(func(ns.NetNS) error {
+		pout, err = exec.Command("iptables-legacy", "-w", "1", "-t", "nat", "-L").CombinedOutput()
+		return err
+	})
+	if out := string(pout); err == nil || !strings.Contains(out, "lock") {
+		t.Fatalf("iptables-legacy -w 1 did not hit the held lock: %v\n%s", err, out)
+	}
+	for _, name := range []string{backend.IptablesLegacy, backend.IptablesNFT} {
+		t.Run(name, func(t *testing.T) {
+			b := mustNew(t, name)
+			n := newNS(t)
+			rs := rules.Generate(testSpec(rules.TProxy))
+			if err := b.Apply(n.Path(), rs); err != nil {
+				t.Fatalf("Apply with the host lock held: %v", err)
+			}
+			if err := b.Check(n.Path(), rs); err != nil {
+				t.Fatalf("Check with the host lock held: %v", err)
+			}
+			if err := b.Delete(n.Path()); err != nil {
+				t.Fatalf("Delete with the host lock held: %v", err)
+			}
+			expectClean(t, n)
+		})
+	}
+}
+
+// TestCheckNamesWhatIsMissing removes one rule behind the backend's back
+// and expects Check to name the chain.
+func TestCheckNamesWhatIsMissing(t *testing.T) {
+	tamper := map[string][]string{
+		backend.NFTables:       {"nft", "flush", "chain", "inet", rules.NftTable, rules.ChainOutput},
+		backend.IptablesNFT:    {"ip6tables-nft", "-t", "nat", "-D", rules.ChainOutput, "1"},
+		backend.IptablesLegacy: {"iptables-legacy", "-t", "nat", "-D", rules.ChainOutput, "1"},
+	}
+	for _, name := range backends {
+		t.Run(name, func(t *testing.T) {
+			b := mustNew(t, name)
+			n := newNS(t)
+			rs := rules.Generate(testSpec(rules.Redirect))
+			if err := b.Apply(n.Path(), rs); err != nil {
+				t.Fatal(err)
+			}
+			if out, err := run(n, tamper[name][0], tamper[name][1:]...); err != nil {
+				t.Fatalf("tamper: %v\n%s", err, out)
+			}
+			err := b.Check(n.Path(), rs)
+			if err == nil || !strings.Contains(err.Error(), rules.ChainOutput) {
+				t.Fatalf("Check after tampering: %v, want an error naming %s", err, rules.ChainOutput)
+			}
+		})
+	}
+}
+
+// TestDeleteGoneNetns: DEL after the runtime removed the netns succeeds.
+func TestDeleteGoneNetns(t *testing.T) {
+	for _, name := range backends {
+		b := mustNew(t, name)
+		if err := b.Delete(fmt.Sprintf("/run/netns/mesh-cni-gone-%d", os.Getpid())); err != nil {
+			t.Errorf("%s: Delete of a missing netns: %v", name, err)
+		}
+	}
+}
+
+func TestNew(t *testing.T) {
+	b, err := backend.New("auto")
+	if err != nil {
+		t.Fatalf("auto: %v", err)
+	}
+	// This kernel has nf_tables with NAT, so auto must choose it.
+	if b.Name() != backend.NFTables {
+		t.Errorf("auto chose %s, want nftables", b.Name())
+	}
+	for _, name := range backends {
+		if b := mustNew(t, name); b.Name() != name {
+			t.Errorf("New(%q).Name() = %q", name, b.Name())
+		}
+	}
+	if _, err := backend.New("ipchains"); err == nil {
+		t.Error("New(ipchains): no error")
+	}
+}
