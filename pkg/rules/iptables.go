@@ -50,9 +50,10 @@ func iptablesRule(r Rule, fam Family) []string {
 	if !ok {
 		return nil
 	}
+	srcs, dsts := addrArgs(src, r.NotSrc), addrArgs(dst, r.NotDst)
 	var out []string
-	for _, s := range orNone(src) {
-		for _, d := range orNone(dst) {
+	for _, s := range srcs {
+		for _, d := range dsts {
 			for _, ports := range splitPorts(r.DPorts) {
 				out = append(out, iptablesLine(r, s, d, ports))
 			}
@@ -62,27 +63,31 @@ func iptablesRule(r Rule, fam Family) []string {
 }
 
 // familyAddrs filters r's address lists to fam; ok is false when a list is
-// set but has nothing of fam. A negated list is kept whole (one prefix per
-// family, see types.go).
+// set but has nothing of fam. A negated list stays one argument (see
+// iptablesRule): iptables refuses "!" with several addresses, which is
+// louder than dropping some.
 func familyAddrs(r Rule, fam Family) (src, dst []netip.Prefix, ok bool) {
 	src, dst = ForFamily(r.Src, fam), ForFamily(r.Dst, fam)
 	if (r.Src != nil && len(src) == 0) || (r.Dst != nil && len(dst) == 0) {
 		return nil, nil, false
 	}
-	if r.NotSrc && len(src) > 1 {
-		src = []netip.Prefix{src[0]} // not representable; see types.go
-	}
-	if r.NotDst && len(dst) > 1 {
-		dst = []netip.Prefix{dst[0]}
-	}
 	return src, dst, true
 }
 
-func orNone(ps []netip.Prefix) []netip.Prefix {
+// addrArgs is one "-s"/"-d" argument per prefix (a rule line each), or
+// "" for no address match; a negated list is one argument.
+func addrArgs(ps []netip.Prefix, negated bool) []string {
 	if len(ps) == 0 {
-		return []netip.Prefix{{}}
+		return []string{""}
 	}
-	return ps
+	strs := make([]string, len(ps))
+	for i, p := range ps {
+		strs[i] = p.String()
+	}
+	if negated {
+		return []string{strings.Join(strs, ",")}
+	}
+	return strs
 }
 
 // splitPorts cuts a port list into multiport-sized pieces.
@@ -115,7 +120,7 @@ func not(b bool) string {
 	return ""
 }
 
-func iptablesLine(r Rule, src, dst netip.Prefix, ports []PortRange) string {
+func iptablesLine(r Rule, src, dst string, ports []PortRange) string {
 	var a []string
 	add := func(s ...string) { a = append(a, s...) }
 	if r.Proto != AnyProto {
@@ -127,11 +132,11 @@ func iptablesLine(r Rule, src, dst netip.Prefix, ports []PortRange) string {
 	if r.OutIface != "" {
 		add(not(r.NotOutIface)+"-o", r.OutIface)
 	}
-	if src.IsValid() {
-		add(not(r.NotSrc)+"-s", src.String())
+	if src != "" {
+		add(not(r.NotSrc)+"-s", src)
 	}
-	if dst.IsValid() {
-		add(not(r.NotDst)+"-d", dst.String())
+	if dst != "" {
+		add(not(r.NotDst)+"-d", dst)
 	}
 	if len(ports) == 1 {
 		add(not(r.NotDPorts)+"--dport", iptPort(ports[0]))

@@ -18,7 +18,11 @@
 //     PREROUTING "type filter priority -150", mangle OUTPUT "type route
 //     priority -150". iptables: a hooked chain is a user chain jumped to
 //     from the built-in chain of its table. Chain names are unique across
-//     tables. NotDPorts lists always fit one multiport match (<= 15 refs).
+//     tables. NotDPorts lists always fit one multiport match (<= 15 refs),
+//     and a negated address list holds at most one prefix per family.
+//   - nft: with a single family in RuleSet.Families, a rule without an
+//     address match also matches "meta nfproto" of that family (so nft and
+//     iptables program the same traffic). See rules.NftRule, NftBaseChain.
 
 // Package rules turns a redirect Spec into a RuleSet: a backend-neutral
 // description of the tables, chains and rules one pod netns gets. It is
