@@ -127,10 +127,10 @@ func TestTProxyPolicyRoute(t *testing.T) {
 
 func TestNftRulePinsSingleFamily(t *testing.T) {
 	r := Rule{Proto: TCP, Verdict: Verdict{Kind: RedirectTo, Port: 1}}
-	if got := NftRule(r, v6); !reflect.DeepEqual(got, []string{"meta nfproto ipv6 meta l4proto tcp redirect to :1"}) {
+	if got := NftRule(r, v6); !reflect.DeepEqual(got, []string{"meta nfproto ipv6 meta l4proto tcp counter redirect to :1"}) {
 		t.Errorf("single family: %q", got)
 	}
-	if got := NftRule(r, dual); !reflect.DeepEqual(got, []string{"meta l4proto tcp redirect to :1"}) {
+	if got := NftRule(r, dual); !reflect.DeepEqual(got, []string{"meta l4proto tcp counter redirect to :1"}) {
 		t.Errorf("dual: %q", got)
 	}
 	r.Dst = []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}

@@ -85,8 +85,15 @@ func nftNot(b bool) string {
 func nftLine(r Rule, fam Family, src, dst []netip.Prefix, pin string) string {
 	var a []string
 	add := func(s ...string) { a = append(a, s...) }
+	// The order is the one nft lists rules in (and the netlink backend
+	// builds them in): pin, protocol, interfaces, addresses, ports, owner,
+	// marks, conntrack, counter, verdict.
 	if pin != "" {
 		add(pin)
+	}
+	proto := string(r.Proto)
+	if r.Proto != AnyProto && len(r.DPorts) == 0 && len(r.SPorts) == 0 {
+		add("meta l4proto", proto)
 	}
 	if r.InIface != "" {
 		add("iifname", nftNot(r.NotInIface)+fmt.Sprintf("%q", r.InIface))
@@ -104,15 +111,11 @@ func nftLine(r Rule, fam Family, src, dst []netip.Prefix, pin string) string {
 	if len(dst) > 0 {
 		add(ipKw, "daddr", nftNot(r.NotDst)+nftPrefixes(dst))
 	}
-	proto := string(r.Proto)
 	if len(r.DPorts) > 0 {
 		add(proto, "dport", nftNot(r.NotDPorts)+nftPorts(r.DPorts))
 	}
 	if len(r.SPorts) > 0 {
 		add(proto, "sport", nftPorts(r.SPorts))
-	}
-	if r.Proto != AnyProto && len(r.DPorts) == 0 && len(r.SPorts) == 0 {
-		add("meta l4proto", proto)
 	}
 	if r.UID != nil {
 		add("meta skuid", nftNot(r.NotUID)+fmt.Sprint(*r.UID))
@@ -129,7 +132,7 @@ func nftLine(r Rule, fam Family, src, dst []netip.Prefix, pin string) string {
 	if len(r.CtState) > 0 {
 		add("ct state", strings.ToLower(strings.Join(r.CtState, ",")))
 	}
-	add(nftVerdict(r.Verdict, fam))
+	add("counter", nftVerdict(r.Verdict, fam)) // counters show which rule a pod's traffic hits
 	if r.Comment != "" {
 		add("comment", fmt.Sprintf("%q", r.Comment))
 	}
@@ -198,7 +201,9 @@ func nftVerdict(v Verdict, fam Family) string {
 		case IPv6:
 			kw = "tproxy ip6"
 		}
-		return fmt.Sprintf("%s %s to :%d", nftSetMark(v.Mark), kw, v.Port)
+		// tproxy is not terminal in nft: mark and accept only once a
+		// socket was found, as iptables' TPROXY --tproxy-mark does.
+		return fmt.Sprintf("%s to :%d %s accept", kw, v.Port, nftSetMark(v.Mark))
 	case SetMark:
 		return nftSetMark(v.Mark)
 	case ConnmarkSave:
