@@ -68,7 +68,7 @@ func TestLinkerdPodManifest(t *testing.T) {
 		"annotations alone: cannot decide (need-spec, mesh linkerd)",
 		"decision: redirect (mesh linkerd)", "families:          ipv4, ipv6", "proxy uid/gid:     2103/none",
 		"--uid-owner 2103", "# ip6tables-restore --noflush", "-A MESH_INBOUND -s fd00:10:96::/112",
-		"-A MESH_OUTPUT -p tcp --dport 3306", "ip6 saddr fd00:10:96::/112 return")
+		"-A MESH_OUTPUT -p tcp --dport 3306", "ip6 saddr fd00:10:96::/112 counter return")
 }
 
 // Labels never reach ADD from the runtime; they count once the pod is
