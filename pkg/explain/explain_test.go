@@ -78,6 +78,23 @@ func TestLabels(t *testing.T) {
 	expect(t, out, "except ports 443,3306,6443", "-A MESH_OUTPUT -p tcp -m multiport --dports 443,3306,6443")
 }
 
+// A workload manifest is judged by its pod template.
+func TestWorkloadManifest(t *testing.T) {
+	code, out, errs := run(t, "--pod", "testdata/istio-deployment.yaml", "--family", "ipv4")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	// Annotations decide for istio: the DNS env is not read (mesh-wide
+	// capture belongs in the chain entry), the inbound port list is.
+	expect(t, out, "pod: bookinfo/reviews-<pod>", "decision: redirect (mesh istio)", "ports 9080,", "--dport 9080")
+	reject(t, out, "dns:")
+	code, out, _ = run(t, "--pod", "testdata/istio-deployment.yaml", "--profile", "istio", "--mesh-config", `{"trustAnnotations": false}`)
+	if code != 0 {
+		t.Fatal(out)
+	}
+	expect(t, out, "annotations alone: cannot decide", "dns:               tcp/udp 53 to port 15053")
+}
+
 func TestSkips(t *testing.T) {
 	for _, c := range []struct {
 		args []string

@@ -10,6 +10,20 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
+// workload is a pod-template owner (Deployment, StatefulSet, ...).
+type workload struct {
+	Kind string `json:"kind"`
+	Spec struct {
+		Template *manifest `json:"template"`
+		// CronJob: spec.jobTemplate.spec.template
+		JobTemplate *struct {
+			Spec struct {
+				Template *manifest `json:"template"`
+			} `json:"spec"`
+		} `json:"jobTemplate"`
+	} `json:"spec"`
+}
+
 // manifest is the part of a Kubernetes Pod (YAML or JSON, e.g. from
 // "kubectl get pod -o yaml") that decides redirection.
 type manifest struct {
@@ -61,7 +75,25 @@ func readPod(path string) (mesh.Pod, []rules.Family, error) {
 		return mesh.Pod{}, nil, fmt.Errorf("%s: not a pod manifest: %w", path, err)
 	}
 	if m.Kind != "" && m.Kind != "Pod" {
-		return mesh.Pod{}, nil, fmt.Errorf("%s: kind %s, want a Pod", path, m.Kind)
+		// A workload: judge the pods its template makes.
+		var w workload
+		if err := yaml.Unmarshal(b, &w); err != nil {
+			return mesh.Pod{}, nil, fmt.Errorf("%s: %w", path, err)
+		}
+		tmpl := w.Spec.Template
+		if tmpl == nil && w.Spec.JobTemplate != nil {
+			tmpl = w.Spec.JobTemplate.Spec.Template
+		}
+		if tmpl == nil {
+			return mesh.Pod{}, nil, fmt.Errorf("%s: kind %s has no pod template; want a Pod or a workload", path, m.Kind)
+		}
+		if tmpl.Metadata.Namespace == "" {
+			tmpl.Metadata.Namespace = m.Metadata.Namespace
+		}
+		if tmpl.Metadata.Name == "" {
+			tmpl.Metadata.Name = m.Metadata.Name + "-<pod>"
+		}
+		m = *tmpl
 	}
 	pod := mesh.Pod{
 		Namespace:   m.Metadata.Namespace,
