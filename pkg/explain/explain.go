@@ -29,7 +29,8 @@ Settings (default: the linkerd and istio profiles with their defaults):
   --mesh-config JSON               that profile's settings (a meshes.<name> object)
   --config FILE                    the chain entry (or a conflist holding it)
 The pod:
-  --pod FILE                       a pod manifest, YAML or JSON (kubectl get pod -o yaml)
+  --pod FILE                       a pod or workload manifest, YAML or JSON
+                                   (kubectl get pod -o yaml; a Deployment etc.: its pod template)
   --annotation KEY=VALUE           a pod annotation (repeatable; over --pod's)
   --label KEY=VALUE                a pod label (repeatable; over --pod's)
 Output:
