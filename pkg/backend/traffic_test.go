@@ -18,16 +18,17 @@ var backends = []string{"nftables", "iptables-nft", "iptables-legacy"}
 // testSpec is the pod contract of the traffic tests.
 func testSpec(mode rules.Mode) rules.Spec {
 	return rules.Spec{
-		Mesh:           "test",
-		Families:       []rules.Family{rules.IPv4, rules.IPv6},
-		ProxyUID:       proxyUID,
-		InboundPort:    inboundPort,
-		OutboundPort:   outboundPort,
-		Mode:           mode,
-		IgnoreInbound:  []rules.PortRange{{First: ignoredIn, Last: ignoredIn}},
-		IgnoreOutbound: []rules.PortRange{{First: ignoredOut, Last: ignoredOut}},
-		SkipOutboundSubnets: []netip.Prefix{netip.MustParsePrefix("198.19.1.0/24"),
-			netip.MustParsePrefix("fd00:20::/64")},
+		Mesh:          "test",
+		Families:      []rules.Family{rules.IPv4, rules.IPv6},
+		ProxyUID:      proxyUID,
+		InboundPort:   inboundPort,
+		OutboundPort:  outboundPort,
+		Mode:          mode,
+		IgnoreInbound: []rules.PortRange{{First: ignoredIn, Last: ignoredIn}},
+		// Two entries each, so the nftables backend uses anonymous sets.
+		IgnoreOutbound: []rules.PortRange{{First: ignoredOut, Last: ignoredOut}, {First: 9095, Last: 9099}},
+		SkipOutboundSubnets: []netip.Prefix{netip.MustParsePrefix("198.19.1.0/24"), netip.MustParsePrefix("203.0.113.0/24"),
+			netip.MustParsePrefix("fd00:20::/64"), netip.MustParsePrefix("2001:db8::/32")},
 		CaptureDNS: true,
 		DNSPort:    dnsPort,
 	}

@@ -160,24 +160,29 @@ func (b *Backend) Delete(netnsPath string) error {
 }
 
 // Supported reports whether the kernel can run this backend: nf_tables
-// with NAT chains. It costs one netlink round trip in the caller's netns:
-// a probe table with a nat chain is added and deleted in the same
-// transaction, so nothing is left and nothing else sees it.
+// with NAT redirection. It costs one netlink round trip in the caller's
+// netns: a probe table holding a regular chain with a redirect rule is
+// added and deleted in the same transaction, so nothing is left, no hook
+// is registered and nothing else sees it. The kernel still loads (or
+// fails to find) nf_tables, the inet family and the redir expression.
 func Supported() error {
 	c, err := nftables.New()
 	if err != nil {
 		return fmt.Errorf("nftables netlink: %w", err)
 	}
 	t := c.AddTable(&nftables.Table{Name: rules.NftTable + "_probe", Family: nftables.TableFamilyINet})
-	accept := nftables.ChainPolicyAccept
-	c.AddChain(&nftables.Chain{Name: "probe", Table: t, Type: nftables.ChainTypeNAT,
-		Hooknum: nftables.ChainHookOutput, Priority: nftables.ChainPriorityNATDest, Policy: &accept})
+	ch := c.AddChain(&nftables.Chain{Name: "probe", Table: t})
+	e, err := verdict(rules.Verdict{Kind: rules.RedirectTo, Port: 1}, 0)
+	if err != nil {
+		return err
+	}
+	c.AddRule(&nftables.Rule{Table: t, Chain: ch, Exprs: e})
 	c.DelTable(t)
 	if err := c.Flush(); err != nil {
 		if errors.Is(err, unix.EPROTONOSUPPORT) {
 			return fmt.Errorf("kernel has no nf_tables: %w", err)
 		}
-		return fmt.Errorf("nf_tables nat probe: %w", err)
+		return fmt.Errorf("nf_tables redirect probe: %w", err)
 	}
 	return nil
 }
