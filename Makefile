@@ -41,11 +41,15 @@ test-fuzz:
 	$(GO) test -run=^$$ -fuzz=^FuzzParseCIDRs$$ -fuzztime=$(FUZZTIME) ./pkg/mesh
 	$(GO) test -run=^$$ -fuzz=^FuzzDecide$$ -fuzztime=$(FUZZTIME) ./pkg/mesh
 
-bench: bench-agent
+bench: bench-agent bench-backend
 
 ## bench-agent: re-chain latency over 1000 primary rewrites and steady-state RSS of the real agent binary
 bench-agent: build
 	MESH_CNI_AGENT_BIN=$(BIN)/mesh-cni-agent $(GO) test -count=1 -run '^$$' -bench '^BenchmarkAgent$$' -benchtime=1x ./installer
+
+## bench-backend: Apply/Delete p50/p99 per backend and mode, next to the exec-per-rule baseline; sandbox vs nsenter; auto detection
+bench-backend:
+	$(GO) test -count=1 -run '^$$' -bench . -benchtime=100x ./pkg/backend ./pkg/backend/iptables
 
 clean:
 	rm -rf $(BIN) _out
