@@ -11,8 +11,10 @@ import (
 	current "github.com/containernetworking/cni/pkg/types/100"
 	"github.com/containernetworking/plugins/pkg/ns"
 
+	"github.com/mesh-cni/mesh-cni/pkg/backend"
 	"github.com/mesh-cni/mesh-cni/pkg/config"
 	"github.com/mesh-cni/mesh-cni/pkg/node"
+	"github.com/mesh-cni/mesh-cni/pkg/rules"
 )
 
 func cmdAdd(args *skel.CmdArgs) error {
@@ -79,12 +81,12 @@ func add(conf *config.NetConf, args *skel.CmdArgs, log *slog.Logger, ev *node.Ev
 	if d.Spec == nil {
 		return cniErr(ErrApply, "pod %s/%s: mesh %s decided without a rule spec", namespace, name, d.Mesh)
 	}
-	b, err := newBackend(conf.Backend)
+	b, err := backend.New(conf.Backend)
 	if err != nil {
 		return cniErr(ErrApply, "backend %s: %v", conf.Backend, err)
 	}
 	ev.Backend = b.Name()
-	if err := b.Apply(args.Netns, generate(*d.Spec)); err != nil {
+	if err := b.Apply(args.Netns, rules.Generate(*d.Spec)); err != nil {
 		// The backend applies one transaction per family and undoes its
 		// own partial work; Delete also clears a family that did commit.
 		if derr := b.Delete(args.Netns); derr != nil {

@@ -7,8 +7,10 @@ import (
 	"github.com/containernetworking/cni/pkg/skel"
 	"github.com/containernetworking/cni/pkg/types"
 
+	"github.com/mesh-cni/mesh-cni/pkg/backend"
 	"github.com/mesh-cni/mesh-cni/pkg/config"
 	"github.com/mesh-cni/mesh-cni/pkg/node"
+	"github.com/mesh-cni/mesh-cni/pkg/rules"
 )
 
 // cmdCheck rebuilds the rule set ADD wrote, from the cached prevResult and
@@ -46,12 +48,12 @@ func cmdCheck(args *skel.CmdArgs) error {
 		ev.Decision = "skipped"
 		return nil
 	}
-	b, err := newBackend(conf.Backend)
+	b, err := backend.New(conf.Backend)
 	if err != nil {
 		return cniErr(ErrApply, "backend %s: %v", conf.Backend, err)
 	}
 	ev.Backend = b.Name()
-	if err := b.Check(args.Netns, generate(*d.Spec)); err != nil {
+	if err := b.Check(args.Netns, rules.Generate(*d.Spec)); err != nil {
 		log.Error("CHECK failed", "pod", namespace+"/"+name, "error", err.Error())
 		return cniErr(ErrRulesMissing, "pod %s/%s: %s rules not intact (%s): %v", namespace, name, d.Mesh, b.Name(), err)
 	}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/mesh-cni/mesh-cni/pkg/explain"
 	bv "github.com/mesh-cni/mesh-cni/pkg/version"
 )
 
@@ -19,7 +20,7 @@ func isSubcommand(arg string) bool {
 func runCLI(args []string, stdout, stderr io.Writer) int {
 	switch args[0] {
 	case "explain":
-		return explainRun(args[1:], stdout, stderr)
+		return explain.Run(args[1:], stdout, stderr)
 	case "version":
 		fmt.Fprintln(stdout, "mesh-cni", bv.Version)
 		return 0

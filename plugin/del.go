@@ -7,6 +7,7 @@ import (
 	"github.com/containernetworking/cni/pkg/skel"
 	"github.com/containernetworking/plugins/pkg/ns"
 
+	"github.com/mesh-cni/mesh-cni/pkg/backend"
 	"github.com/mesh-cni/mesh-cni/pkg/config"
 	"github.com/mesh-cni/mesh-cni/pkg/node"
 )
@@ -49,7 +50,7 @@ func cmdDel(args *skel.CmdArgs) error {
 	}
 	netns.Close()
 
-	b, err := newBackend(conf.Backend)
+	b, err := backend.New(conf.Backend)
 	if err != nil {
 		ev.Decision = "failed"
 		return cniErr(ErrApply, "backend %s: %v", conf.Backend, err)

@@ -28,12 +28,52 @@ import (
 	"github.com/mesh-cni/mesh-cni/pkg/node"
 )
 
-const refPluginDir = "/usr/lib/cni"
+// Debian's containernetworking-plugins (1.1.1) speak CNI up to 1.0.0. For
+// spec 1.1.0 (STATUS, GC) the same reference plugins are built from their
+// upstream release, which is the version our go.mod already pins.
+const (
+	refPluginDir     = "/usr/lib/cni"
+	upstreamPlugins  = "github.com/containernetworking/plugins"
+	upstreamRelease  = "v1.9.1"
+	refPluginsPrefix = upstreamPlugins + "/plugins/"
+)
 
 var (
-	pluginDir string // holds the freshly built mesh-cni
-	specVers  = []string{"0.3.1", "0.4.0", "1.0.0", "1.1.0"}
+	pluginDir   string // holds the freshly built mesh-cni
+	upstreamDir string // ptp, bridge, host-local built from upstreamRelease
+	specVers    = []string{"0.3.1", "0.4.0", "1.0.0", "1.1.0"}
 )
+
+// refPlugins is where the chain finds ptp, bridge and host-local.
+func refPlugins(version string) string {
+	if version == "1.1.0" {
+		return upstreamDir
+	}
+	return refPluginDir
+}
+
+// buildUpstreamPlugins installs the reference plugins once into the
+// persistent cache (go install uses their own go.mod, not ours).
+func buildUpstreamPlugins() (string, error) {
+	cache := os.Getenv("MESH_CNI_CACHE")
+	if cache == "" {
+		cache = "/var/cache/mesh-cni"
+	}
+	dir := filepath.Join(cache, "cni-plugins-"+upstreamRelease)
+	if _, err := os.Stat(filepath.Join(dir, "host-local")); err == nil {
+		return dir, nil
+	}
+	args := []string{"install"}
+	for _, p := range []string{"main/ptp", "main/bridge", "ipam/host-local"} {
+		args = append(args, refPluginsPrefix+p+"@"+upstreamRelease)
+	}
+	cmd := exec.Command("go", args...)
+	cmd.Env = append(os.Environ(), "GOBIN="+dir, "CGO_ENABLED=0", "GOFLAGS=")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return dir, nil
+}
 
 func TestMain(m *testing.M) {
 	if os.Geteuid() != 0 {
@@ -55,6 +95,10 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	pluginDir = dir
+	if upstreamDir, err = buildUpstreamPlugins(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
 	code := m.Run()
 	os.RemoveAll(dir)
 	os.Exit(code)
@@ -234,7 +278,7 @@ func newChain(t *testing.T, env *nodeEnv, o chainOpts) *chain {
 	if err != nil {
 		t.Fatalf("conflist: %v\n%s", err, b)
 	}
-	c.cni = libcni.NewCNIConfigWithCacheDir([]string{pluginDir, refPluginDir}, t.TempDir(), nil)
+	c.cni = libcni.NewCNIConfigWithCacheDir([]string{pluginDir, refPlugins(o.version)}, t.TempDir(), nil)
 	return c
 }
 

@@ -93,12 +93,12 @@ func podFamilies(res *current.Result, netns string) ([]rules.Family, error) {
 // judge decides the pod: from the runtime's annotations when they can,
 // else after one bounded lookup. A pod that cannot be judged is a
 // try-again-later error, so it never starts without its redirect.
-func judge(ctx context.Context, conf *config.NetConf, log *slog.Logger, namespace, name string, fams []rules.Family) (decision, error) {
+func judge(ctx context.Context, conf *config.NetConf, log *slog.Logger, namespace, name string, fams []rules.Family) (mesh.Decision, error) {
 	pod := mesh.Pod{Namespace: namespace, Name: name, Annotations: conf.RuntimeConfig.PodAnnotations}
-	var d decision
+	var d mesh.Decision
 	var err error
 	if pod.Annotations != nil {
-		d, err = decide(conf.Meshes, pod, fams)
+		d, err = mesh.Decide(conf.Meshes, pod, fams)
 		if err != nil {
 			return d, annotationErr(namespace, name, err)
 		}
@@ -118,7 +118,7 @@ func judge(ctx context.Context, conf *config.NetConf, log *slog.Logger, namespac
 	if full.Annotations == nil {
 		full.Annotations = pod.Annotations
 	}
-	d, err = decide(conf.Meshes, full, fams)
+	d, err = mesh.Decide(conf.Meshes, full, fams)
 	if err != nil {
 		return d, annotationErr(namespace, name, err)
 	}

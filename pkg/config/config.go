@@ -16,13 +16,14 @@ import (
 	current "github.com/containernetworking/cni/pkg/types/100"
 	"github.com/containernetworking/cni/pkg/version"
 
+	"github.com/mesh-cni/mesh-cni/pkg/backend"
 	"github.com/mesh-cni/mesh-cni/pkg/mesh"
 	"github.com/mesh-cni/mesh-cni/pkg/node"
 )
 
 // Defaults for the keys of the chain entry.
 const (
-	DefaultBackend        = "auto"
+	DefaultBackend        = backend.Auto
 	DefaultLogLevel       = "info"
 	DefaultAgentNamespace = "mesh-cni"
 	DefaultAgentPodPrefix = "mesh-cni-"
@@ -33,7 +34,7 @@ const (
 )
 
 // Backends are the accepted values of "backend".
-var Backends = []string{"auto", "nftables", "iptables-nft", "iptables-legacy"}
+var Backends = backend.Names
 
 // LogLevels are the accepted values of "logLevel".
 var LogLevels = []string{"debug", "info", "warn", "error"}
