@@ -258,3 +258,56 @@ func TestNew(t *testing.T) {
 		t.Error("New(ipchains): no error")
 	}
 }
+
+// TestReapplyReplaces applies REDIRECT, then TPROXY, then TPROXY again into
+// one netns: each Apply replaces the previous rules whole, with no stale
+// chain and no duplicate jump.
+func TestReapplyReplaces(t *testing.T) {
+	redirect, tproxy := rules.Generate(testSpec(rules.Redirect)), rules.Generate(testSpec(rules.TProxy))
+	for _, name := range backends {
+		t.Run(name, func(t *testing.T) {
+			b := mustNew(t, name)
+			n := newNS(t)
+			for _, rs := range []rules.RuleSet{redirect, tproxy, tproxy} {
+				if err := b.Apply(n.Path(), rs); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := b.Check(n.Path(), tproxy); err != nil {
+				t.Fatalf("Check: %v", err)
+			}
+			var dump string
+			switch name {
+			case backend.NFTables:
+				out, err := run(n, "nft", "list", "ruleset")
+				if err != nil {
+					t.Fatal(err)
+				}
+				dump = out
+			default:
+				for _, fam := range []string{"iptables", "ip6tables"} {
+					out, err := run(n, fam+"-"+strings.TrimPrefix(name, "iptables-")+"-save")
+					if err != nil {
+						t.Fatal(err)
+					}
+					dump += out
+					// One jump per hooked chain (two in mangle, one in nat).
+					if got := strings.Count(out, "-j MESH_TPROXY_INBOUND\n") + strings.Count(out, "-j MESH_TPROXY_OUTPUT\n") + strings.Count(out, "-j MESH_OUTPUT\n"); got != 3 {
+						t.Errorf("%s: %d jumps into our hooked chains, want 3:\n%s", fam, got, out)
+					}
+				}
+			}
+			if strings.Contains(dump, rules.ChainInbound+" ") || strings.Contains(dump, rules.ChainInRedirect) {
+				t.Errorf("REDIRECT chains left after applying TPROXY:\n%s", dump)
+			}
+			// One rule in the inet table; one per family for iptables.
+			want := 2
+			if name == backend.NFTables {
+				want = 1
+			}
+			if got := strings.Count(dump, "mesh-cni/tproxy-established"); got != want {
+				t.Errorf("tproxy-established appears %d times, want %d:\n%s", got, want, dump)
+			}
+		})
+	}
+}
