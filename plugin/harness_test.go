@@ -26,6 +26,7 @@ import (
 
 	"github.com/mesh-cni/mesh-cni/pkg/mesh"
 	"github.com/mesh-cni/mesh-cni/pkg/node"
+	"github.com/mesh-cni/mesh-cni/pkg/testenv"
 )
 
 // Debian's containernetworking-plugins (1.1.1) speak CNI up to 1.0.0. For
@@ -84,10 +85,9 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, "Debian's containernetworking-plugins are missing (make deps installs them):", err)
 		os.Exit(1)
 	}
-	dir, err := os.MkdirTemp("", "mesh-cni-bin-")
-	if err != nil {
-		panic(err)
-	}
+	// Rebuilt on every run; one fixed dir so runs leave nothing behind.
+	dir := filepath.Join(os.TempDir(), "mesh-cni-plugin-test")
+	var err error
 	build := exec.Command("go", "build", "-trimpath", "-o", filepath.Join(dir, "mesh-cni"), ".")
 	build.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := build.CombinedOutput(); err != nil {
@@ -99,9 +99,9 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
+	// The real kube-apiserver of the kubeconfig lookup test is started on
+	// first use and stopped after the run.
+	testenv.Main(m)
 }
 
 // nodeEnv is the node-side world the plugin talks to: the agent's socket,
