@@ -101,4 +101,3 @@ func TestLookupFailsClosed(t *testing.T) {
 		}
 	}
 }
-
