@@ -8,9 +8,9 @@
 //
 // "auto" picks nftables when the kernel has nf_tables with NAT, else
 // iptables-nft, else iptables-legacy. The choice is made again on every
-// plugin run (nothing is cached across processes); the nftables probe is
-// one netlink round trip, and the iptables probes only run when nftables
-// is missing.
+// plugin run (nothing is cached across processes) and costs one netlink
+// dump; NAT support shows in the first, atomic nftables transaction, and
+// only a refusal for lack of a feature falls back to iptables (auto.go).
 //
 // Every backend keeps the same promises: Apply replaces our rules
 // atomically and is idempotent; after any failure the netns holds none of
@@ -58,20 +58,4 @@ func New(name string) (Backend, error) {
 		return iptables.New(iptables.Legacy)
 	}
 	return nil, fmt.Errorf("unknown backend %q (want one of %v)", name, Names)
-}
-
-func detect() (Backend, error) {
-	nftErr := nftables.Supported()
-	if nftErr == nil {
-		return nftables.New(), nil
-	}
-	var errs []error
-	for _, v := range []iptables.Variant{iptables.NFT, iptables.Legacy} {
-		err := iptables.Supported(v)
-		if err == nil {
-			return iptables.New(v)
-		}
-		errs = append(errs, err)
-	}
-	return nil, fmt.Errorf("no usable backend: nftables: %v; iptables-nft: %v; iptables-legacy: %v", nftErr, errs[0], errs[1])
 }

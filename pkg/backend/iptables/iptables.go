@@ -18,6 +18,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/containernetworking/plugins/pkg/ns"
 	goiptables "github.com/coreos/go-iptables/iptables"
 	"github.com/google/nftables"
 
@@ -205,32 +206,38 @@ func (b *Backend) hasTables(fam rules.Family) (bool, error) {
 
 // Delete removes our chains and the jumps to them in both families, and
 // our policy routes. It succeeds when there is nothing to remove or the
-// netns is gone.
+// netns is gone. A netns without iptables tables costs no exec.
 func (b *Backend) Delete(netnsPath string) error {
 	if gone(netnsPath) {
 		return nil
 	}
-	err := inSandbox(netnsPath, func(s *sandbox) error {
-		var errs []error
-		for _, fam := range []rules.Family{rules.IPv4, rules.IPv6} {
-			old, err := b.existing(s, fam)
-			if err != nil {
-				errs = append(errs, err)
-				continue
-			}
-			if old == nil {
-				continue
-			}
-			if input := withCleanup("", old.cleanup()); input != "" {
-				if err := b.restore(s, b.bins[fam].restore, input); err != nil {
-					errs = append(errs, fmt.Errorf("%s: %w", fam, err))
-				}
-			}
-		}
-		return errors.Join(errs...)
-	})
+	any, err := b.anyTables(netnsPath)
 	if err != nil {
 		return fmt.Errorf("remove iptables rules: %w", err)
+	}
+	if any {
+		err := inSandbox(netnsPath, func(s *sandbox) error {
+			var errs []error
+			for _, fam := range []rules.Family{rules.IPv4, rules.IPv6} {
+				old, err := b.existing(s, fam)
+				if err != nil {
+					errs = append(errs, err)
+					continue
+				}
+				if old == nil {
+					continue
+				}
+				if input := withCleanup("", old.cleanup()); input != "" {
+					if err := b.restore(s, b.bins[fam].restore, input); err != nil {
+						errs = append(errs, fmt.Errorf("%s: %w", fam, err))
+					}
+				}
+			}
+			return errors.Join(errs...)
+		})
+		if err != nil {
+			return fmt.Errorf("remove iptables rules: %w", err)
+		}
 	}
 	ns, err := os.Open(netnsPath)
 	if err != nil {
@@ -238,4 +245,21 @@ func (b *Backend) Delete(netnsPath string) error {
 	}
 	defer ns.Close()
 	return policy.Delete(ns)
+}
+
+// anyTables reports whether the netns has iptables tables of either family,
+// without the sandbox: the thread only visits the netns to look.
+func (b *Backend) anyTables(netnsPath string) (bool, error) {
+	var any bool
+	err := ns.WithNetNSPath(netnsPath, func(ns.NetNS) error {
+		for _, fam := range []rules.Family{rules.IPv4, rules.IPv6} {
+			has, err := b.hasTables(fam)
+			if err != nil {
+				return err
+			}
+			any = any || has
+		}
+		return nil
+	})
+	return any, err
 }

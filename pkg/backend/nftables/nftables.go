@@ -81,17 +81,41 @@ func applyTables(nsfd int, rs rules.RuleSet) error {
 	if err != nil {
 		return fmt.Errorf("nftables netlink: %w", err)
 	}
-	// Adding the table first makes the delete succeed whether or not it
-	// exists, so one batch replaces our table atomically without a listing.
-	c.AddTable(table)
-	c.DelTable(table)
+	exists, err := haveTable(c)
+	if err != nil {
+		return err
+	}
+	if exists {
+		// Replace: delete and re-add in the same batch, so the pod is
+		// never without its rules. Only a re-apply pays for the delete
+		// (the kernel waits for an RCU grace period, milliseconds).
+		c.DelTable(table)
+	}
 	if err := addTable(c, rs); err != nil {
 		return err
 	}
 	if err := c.Flush(); err != nil {
+		if unsupported(err) {
+			return fmt.Errorf("nftables transaction: %w: %w", ErrUnsupported, err)
+		}
 		return fmt.Errorf("nftables transaction: %w", err)
 	}
 	return nil
+}
+
+// haveTable reports whether the netns holds our table: one dump of the
+// inet tables, empty in a fresh pod netns.
+func haveTable(c *nftables.Conn) (bool, error) {
+	ts, err := c.ListTablesOfFamily(table.Family)
+	if err != nil {
+		return false, fmt.Errorf("list nftables tables: %w", err)
+	}
+	for _, t := range ts {
+		if t.Name == table.Name {
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 // hookSpec is where a hooked chain of IR table t attaches (rules.NftBaseChain).
@@ -151,38 +175,46 @@ func (b *Backend) Delete(netnsPath string) error {
 	if err != nil {
 		return fmt.Errorf("nftables netlink: %w", err)
 	}
-	c.AddTable(table)
-	c.DelTable(table)
-	if err := c.Flush(); err != nil {
-		return fmt.Errorf("remove nftables table: %w", err)
+	exists, err := haveTable(c)
+	if err != nil {
+		return err
+	}
+	if exists {
+		c.DelTable(table)
+		if err := c.Flush(); err != nil {
+			return fmt.Errorf("remove nftables table: %w", err)
+		}
 	}
 	return policy.Delete(ns)
 }
 
-// Supported reports whether the kernel can run this backend: nf_tables
-// with NAT redirection. It costs one netlink round trip in the caller's
-// netns: a probe table holding a regular chain with a redirect rule is
-// added and deleted in the same transaction, so nothing is left, no hook
-// is registered and nothing else sees it. The kernel still loads (or
-// fails to find) nf_tables, the inet family and the redir expression.
-func Supported() error {
+// ErrUnsupported marks a transaction the kernel refused for lack of a
+// feature (an expression, chain type or family it does not have), as
+// opposed to a bad rule set: the caller may fall back to iptables.
+var ErrUnsupported = errors.New("the kernel lacks an nf_tables feature this rule set needs")
+
+func unsupported(err error) bool {
+	for _, e := range []error{unix.EOPNOTSUPP, unix.ENOENT, unix.EPROTONOSUPPORT, unix.EAFNOSUPPORT} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
+}
+
+// Available reports whether the kernel speaks nf_tables, with one netlink
+// dump in the caller's netns (tens of microseconds). Whether it has NAT
+// and TPROXY support shows in the first Apply, whose batch is atomic:
+// refused, it leaves nothing and fails with ErrUnsupported. A probe that
+// creates and removes a table would cost an RCU grace period (milliseconds)
+// on every plugin run.
+func Available() error {
 	c, err := nftables.New()
 	if err != nil {
 		return fmt.Errorf("nftables netlink: %w", err)
 	}
-	t := c.AddTable(&nftables.Table{Name: rules.NftTable + "_probe", Family: nftables.TableFamilyINet})
-	ch := c.AddChain(&nftables.Chain{Name: "probe", Table: t})
-	e, err := verdict(rules.Verdict{Kind: rules.RedirectTo, Port: 1}, 0)
-	if err != nil {
-		return err
-	}
-	c.AddRule(&nftables.Rule{Table: t, Chain: ch, Exprs: e})
-	c.DelTable(t)
-	if err := c.Flush(); err != nil {
-		if errors.Is(err, unix.EPROTONOSUPPORT) {
-			return fmt.Errorf("kernel has no nf_tables: %w", err)
-		}
-		return fmt.Errorf("nf_tables redirect probe: %w", err)
+	if _, err := c.ListTablesOfFamily(nftables.TableFamilyINet); err != nil {
+		return fmt.Errorf("kernel has no nf_tables: %w", err)
 	}
 	return nil
 }
