@@ -9,7 +9,7 @@ BIN := $(CURDIR)/bin
 # Test packages in parallel, but not more than the cores we have.
 GOTEST := $(GO) test -count=1 -p 2
 
-.PHONY: all build deps k8s-bins test test-unit test-fuzz bench bench-agent clean
+.PHONY: bench-plugin all build deps k8s-bins test test-unit test-fuzz bench bench-agent clean
 
 all: build
 
@@ -40,8 +40,9 @@ test-fuzz:
 	$(GO) test -run=^$$ -fuzz=^FuzzParsePorts$$ -fuzztime=$(FUZZTIME) ./pkg/mesh
 	$(GO) test -run=^$$ -fuzz=^FuzzParseCIDRs$$ -fuzztime=$(FUZZTIME) ./pkg/mesh
 	$(GO) test -run=^$$ -fuzz=^FuzzDecide$$ -fuzztime=$(FUZZTIME) ./pkg/mesh
+	$(GO) test -run=^$$ -fuzz=^FuzzParse$$ -fuzztime=$(FUZZTIME) ./pkg/config
 
-bench: bench-agent bench-backend
+bench: bench-agent bench-backend bench-plugin
 
 ## bench-agent: re-chain latency over 1000 primary rewrites and steady-state RSS of the real agent binary
 bench-agent: build
@@ -50,6 +51,11 @@ bench-agent: build
 ## bench-backend: Apply/Delete p50/p99 per backend and mode, next to the exec-per-rule baseline; sandbox vs nsenter; auto detection
 bench-backend:
 	$(GO) test -count=1 -run '^$$' -bench . -benchtime=100x ./pkg/backend ./pkg/backend/iptables
+
+## bench-plugin: ADD/DEL latency through libcni after ptp, per backend, vs ptp alone and an exec-per-rule baseline; writes docs/benchmarks.md
+bench-plugin: build
+	$(GO) build -o $(BIN)/naive-cni ./bench/naive-cni
+	$(GO) run ./bench/plugin -plugin $(BIN)/mesh-cni -naive $(BIN)/naive-cni -out docs/benchmarks.md
 
 clean:
 	rm -rf $(BIN) _out

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"time"
 
@@ -86,6 +87,7 @@ func add(conf *config.NetConf, args *skel.CmdArgs, log *slog.Logger, ev *node.Ev
 		return cniErr(ErrApply, "backend %s: %v", conf.Backend, err)
 	}
 	ev.Backend = b.Name()
+	applyStart := time.Now()
 	if err := b.Apply(args.Netns, rules.Generate(*d.Spec)); err != nil {
 		// The backend applies one transaction per family and undoes its
 		// own partial work; Delete also clears a family that did commit.
@@ -94,6 +96,7 @@ func add(conf *config.NetConf, args *skel.CmdArgs, log *slog.Logger, ev *node.Ev
 		}
 		return cniErr(ErrApply, "write %s rules for pod %s/%s with %s: %v", d.Mesh, namespace, name, b.Name(), err)
 	}
+	log.Debug("rules applied", "backend", b.Name(), "families", fmt.Sprint(d.Spec.Families), "us", time.Since(applyStart).Microseconds())
 	ev.Decision = "meshed"
 	return nil
 }
