@@ -26,6 +26,7 @@ import (
 type sandbox struct {
 	netnsPath string
 	env       []string
+	hidden    bool // private mount namespace with nsswitch.conf and the host lock hidden
 }
 
 const hostLock = "/run/xtables.lock"
@@ -41,29 +42,37 @@ func inSandbox(netnsPath string, fn func(*sandbox) error) error {
 	go func() {
 		runtime.LockOSThread()
 		errc <- func() error {
-			if err := unix.Unshare(unix.CLONE_NEWNS); err != nil {
-				return fmt.Errorf("unshare mount namespace: %w", err)
-			}
-			// Nothing we mount may propagate to the host.
-			if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_SLAVE, ""); err != nil {
-				return fmt.Errorf("make mounts private: %w", err)
-			}
-			if err := bind("/dev/null", "/etc/nsswitch.conf"); err != nil {
-				return err
-			}
-			if err := bind(netnsPath, hostLock); err != nil {
-				return err
-			}
 			if err := unix.Setns(int(nsf.Fd()), unix.CLONE_NEWNET); err != nil {
 				return fmt.Errorf("enter netns %s: %w", netnsPath, err)
 			}
-			return fn(&sandbox{netnsPath: netnsPath, env: []string{
+			s := &sandbox{netnsPath: netnsPath, env: []string{
 				"PATH=" + os.Getenv("PATH") + ":/usr/sbin:/sbin:/usr/local/sbin",
 				"XTABLES_LOCKFILE=" + netnsPath,
-			}})
+			}}
+			// Best effort, as where SELinux or a read-only root forbids
+			// it: XTABLES_LOCKFILE alone keeps iptables >= 1.8.6 off the
+			// host lock.
+			s.hidden = hide(netnsPath) == nil
+			return fn(s)
 		}()
 	}()
 	return <-errc
+}
+
+// hide gives the thread a private mount namespace in which nsswitch.conf
+// is empty and the host's xtables lock is the netns file.
+func hide(netnsPath string) error {
+	if err := unix.Unshare(unix.CLONE_NEWNS); err != nil {
+		return fmt.Errorf("unshare mount namespace: %w", err)
+	}
+	// Nothing we mount may propagate to the host.
+	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_SLAVE, ""); err != nil {
+		return fmt.Errorf("make mounts private: %w", err)
+	}
+	if err := bind("/dev/null", "/etc/nsswitch.conf"); err != nil {
+		return err
+	}
+	return bind(netnsPath, hostLock)
 }
 
 // bind mounts src over an existing dst; a missing dst needs no hiding.

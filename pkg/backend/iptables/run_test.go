@@ -1,0 +1,59 @@
+package iptables
+
+import (
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/containernetworking/plugins/pkg/testutils"
+)
+
+// TestSandbox: inside, nsswitch.conf is empty and /run/xtables.lock is the
+// netns file; outside, nothing of it shows.
+func TestSandbox(t *testing.T) {
+	n, err := testutils.NewNS()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		n.Close()
+		_ = testutils.UnmountNS(n)
+	}()
+	var nsswitch, lock string
+	var hidden bool
+	err = inSandbox(n.Path(), func(s *sandbox) error {
+		hidden = s.hidden
+		if nsswitch, err = s.run("/bin/cat", "", "/etc/nsswitch.conf"); err != nil {
+			return err
+		}
+		lock, err = s.run("/usr/bin/stat", "", "-L", "-c", "%i", hostLock)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !hidden {
+		t.Fatal("sandbox did not get a private mount namespace")
+	}
+	if nsswitch != "" {
+		t.Errorf("nsswitch.conf in the sandbox: %q, want empty", nsswitch)
+	}
+	var st syscall.Stat_t
+	if err := syscall.Stat(n.Path(), &st); err != nil {
+		t.Fatal(err)
+	}
+	if strings.TrimSpace(lock) != strconv.FormatUint(st.Ino, 10) {
+		t.Errorf("xtables lock in the sandbox has inode %s, want the netns' %d", strings.TrimSpace(lock), st.Ino)
+	}
+	mounts, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(mounts), "\n") {
+		if strings.Contains(line, " /etc/nsswitch.conf ") || strings.Contains(line, " "+hostLock+" ") {
+			t.Errorf("sandbox mount leaked to the host: %s", line)
+		}
+	}
+}
