@@ -230,13 +230,40 @@ func TestCheckNamesWhatIsMissing(t *testing.T) {
 	}
 }
 
-// TestDeleteGoneNetns: DEL after the runtime removed the netns succeeds.
-func TestDeleteGoneNetns(t *testing.T) {
-	for _, name := range backends {
+// TestGoneNetns: DEL after the runtime removed the netns succeeds; ADD
+// into a missing netns fails with an error naming it.
+func TestGoneNetns(t *testing.T) {
+	missing := fmt.Sprintf("/run/netns/mesh-cni-gone-%d", os.Getpid())
+	for _, name := range append(backends, backend.Auto) {
 		b := mustNew(t, name)
-		if err := b.Delete(fmt.Sprintf("/run/netns/mesh-cni-gone-%d", os.Getpid())); err != nil {
+		if err := b.Delete(missing); err != nil {
 			t.Errorf("%s: Delete of a missing netns: %v", name, err)
 		}
+		if err := b.Apply(missing, rules.Generate(testSpec(rules.Redirect))); err == nil || !strings.Contains(err.Error(), missing) {
+			t.Errorf("%s: Apply into a missing netns: %v, want an error naming it", name, err)
+		}
+	}
+}
+
+// TestCheckNamesMissingRoute removes the TPROXY ip rule behind the
+// backend's back.
+func TestCheckNamesMissingRoute(t *testing.T) {
+	for _, name := range backends {
+		t.Run(name, func(t *testing.T) {
+			b := mustNew(t, name)
+			n := newNS(t)
+			rs := rules.Generate(testSpec(rules.TProxy))
+			if err := b.Apply(n.Path(), rs); err != nil {
+				t.Fatal(err)
+			}
+			if out, err := run(n, "ip", "-6", "rule", "del", "fwmark", fmt.Sprint(rules.TProxyMark), "lookup", fmt.Sprint(rules.RouteTable)); err != nil {
+				t.Fatalf("%v\n%s", err, out)
+			}
+			err := b.Check(n.Path(), rs)
+			if err == nil || !strings.Contains(err.Error(), "ipv6 ip rule fwmark") {
+				t.Fatalf("Check: %v, want an error naming the ipv6 ip rule", err)
+			}
+		})
 	}
 }
 

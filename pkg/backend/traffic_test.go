@@ -165,3 +165,38 @@ func expectClean(t *testing.T, n ns.NetNS) {
 		}
 	}
 }
+
+// TestSingleFamily programs one family only: that family is redirected,
+// the other one is left alone (rules without addresses are pinned to the
+// family, not applied to both).
+func TestSingleFamily(t *testing.T) {
+	for _, name := range backends {
+		for i, f := range testFamilies {
+			other := testFamilies[1-i]
+			t.Run(name+"/"+f.name, func(t *testing.T) {
+				b := mustNew(t, name)
+				tp := newTopo(t)
+				tp.start(t, tp.peer, 0, "-name", "peer", "-ports", fmt.Sprint(appPort))
+				tp.start(t, tp.pod, proxyUID, "-name", "proxy", "-outbound", fmt.Sprint(outboundPort), "-inbound", fmt.Sprint(inboundPort))
+				spec := testSpec(rules.Redirect)
+				spec.Families = []rules.Family{rules.IPv4}
+				if f.name == "ipv6" {
+					spec.Families = []rules.Family{rules.IPv6}
+				}
+				rs := rules.Generate(spec)
+				if err := b.Apply(tp.pod.Path(), rs); err != nil {
+					t.Fatal(err)
+				}
+				if err := b.Check(tp.pod.Path(), rs); err != nil {
+					t.Fatal(err)
+				}
+				expect(t, f.name+" redirected", tp.pod, appUID, false, f.peer, appPort, "proxy", "outbound", "")
+				expect(t, other.name+" left alone", tp.pod, appUID, false, other.peer, appPort, "peer", "app", "")
+				if err := b.Delete(tp.pod.Path()); err != nil {
+					t.Fatal(err)
+				}
+				expectClean(t, tp.pod)
+			})
+		}
+	}
+}
