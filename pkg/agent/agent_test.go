@@ -1,0 +1,268 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/mesh-cni/mesh-cni/pkg/install"
+	"github.com/mesh-cni/mesh-cni/pkg/kubeconfig"
+	"github.com/mesh-cni/mesh-cni/pkg/metrics"
+	"github.com/mesh-cni/mesh-cni/pkg/node"
+)
+
+type fixture struct {
+	root, conf, bin, state, run, token string
+	a                                  *Agent
+	mu                                 sync.Mutex
+	published                          []Status
+}
+
+func newFixture(t *testing.T, withKube bool) *fixture {
+	t.Helper()
+	root := t.TempDir()
+	f := &fixture{root: root, conf: root + "/conf", bin: root + "/bin", state: root + "/state", run: root + "/run", token: root + "/sa/token"}
+	for _, d := range []string{f.conf, f.bin, f.state, f.run, root + "/sa", root + "/img"} {
+		os.MkdirAll(d, 0o755)
+	}
+	os.WriteFile(root+"/img/mesh-cni", []byte("plugin"), 0o755)
+	os.WriteFile(f.token, []byte("tok-1"), 0o600)
+	entry, err := install.BuildEntry([]byte(`{"type":"mesh-cni"}`), install.HostPaths{Kubeconfig: "/var/lib/mesh-cni/kubeconfig"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	in, err := install.New(install.Config{BinDir: f.bin, ConfDir: f.conf, StateDir: f.state, PluginBinary: root + "/img/mesh-cni",
+		Chained: true, Entry: entry, Log: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := Options{
+		Installer:   in,
+		Watch:       install.WatchOptions{RetryDelay: 20 * time.Millisecond},
+		Kubeconfig:  f.state + "/kubeconfig",
+		KubeOpts:    kubeconfig.Options{Host: "10.96.0.1", Port: "443", TokenPath: f.token},
+		Marker:      f.run + "/ready",
+		Backend:     "nftables",
+		Version:     "v-test",
+		TokenResync: 50 * time.Millisecond,
+		Publish: func(ctx context.Context, st Status) error {
+			f.mu.Lock()
+			f.published = append(f.published, st)
+			f.mu.Unlock()
+			return nil
+		},
+		Log: log,
+	}
+	if !withKube {
+		o.KubeOptsErr = io.ErrUnexpectedEOF
+	}
+	f.a = New(o)
+	return f
+}
+
+func (f *fixture) start(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); f.a.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+}
+
+func eventually(t *testing.T, what string, ok func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !ok() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func fixtureBytes(t *testing.T, name string) []byte {
+	b, err := os.ReadFile(filepath.Join("../install/testdata/conflists", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func TestMarkerOnlyWhenEverythingInPlace(t *testing.T) {
+	f := newFixture(t, true)
+	// A marker from an earlier run must not survive an unchecked start.
+	os.WriteFile(f.run+"/ready", []byte(`{"binary":"x","conf":"y"}`), 0o644)
+	f.start(t)
+	eventually(t, "stale marker removed", func() bool { _, err := os.Stat(f.run + "/ready"); return os.IsNotExist(err) })
+	if st := f.a.Status(); st.Ready || !strings.Contains(st.Reason, "no primary CNI config") {
+		t.Fatalf("status %+v", st)
+	}
+	if got := value(metrics.Ready); got != 0 {
+		t.Errorf("ready gauge %v", got)
+	}
+	os.WriteFile(f.conf+"/10-kindnet.conflist", fixtureBytes(t, "kindnet-ipv4.conflist"), 0o644)
+	eventually(t, "ready", func() bool { return f.a.Status().Ready })
+	m, err := node.ReadMarker(f.run + "/ready")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Conf != f.conf+"/10-kindnet.conflist" || m.Binary != f.bin+"/mesh-cni" || m.Kubeconfig != f.state+"/kubeconfig" || m.Backend != "nftables" {
+		t.Errorf("marker %+v", m)
+	}
+	if got := value(metrics.Ready); got != 1 {
+		t.Errorf("ready gauge %v", got)
+	}
+	// The primary config disappears: not ready, marker gone.
+	os.Remove(f.conf + "/10-kindnet.conflist")
+	eventually(t, "not ready", func() bool { return !f.a.Status().Ready })
+	if _, err := os.Stat(f.run + "/ready"); !os.IsNotExist(err) {
+		t.Errorf("marker still there: %v", err)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var sawReady, sawNotReady bool
+	for _, st := range f.published {
+		b, _ := json.Marshal(st)
+		var back map[string]any
+		json.Unmarshal(b, &back)
+		if st.Ready {
+			sawReady = back["ready"] == true && back["conf"] != "" && back["version"] == "v-test"
+		} else if sawReady {
+			sawNotReady = back["reason"] != ""
+		}
+	}
+	if !sawReady || !sawNotReady {
+		t.Errorf("published %+v", f.published)
+	}
+}
+
+func TestNotReadyWithoutKubeconfig(t *testing.T) {
+	f := newFixture(t, false)
+	os.WriteFile(f.conf+"/10-kindnet.conflist", fixtureBytes(t, "kindnet-ipv4.conflist"), 0o644)
+	f.start(t)
+	eventually(t, "installed", func() bool { b, _ := os.ReadFile(f.conf + "/10-kindnet.conflist"); return strings.Contains(string(b), "mesh-cni") })
+	time.Sleep(100 * time.Millisecond)
+	if st := f.a.Status(); st.Ready || !strings.Contains(st.Reason, "kubeconfig") {
+		t.Fatalf("status %+v", st)
+	}
+	if _, err := os.Stat(f.run + "/ready"); !os.IsNotExist(err) {
+		t.Error("marker written without a kubeconfig")
+	}
+}
+
+func TestTokenRotationAndReadOnlyBinDir(t *testing.T) {
+	f := newFixture(t, true)
+	os.WriteFile(f.conf+"/10-kindnet.conflist", fixtureBytes(t, "kindnet-ipv4.conflist"), 0o644)
+	f.start(t)
+	eventually(t, "ready", func() bool { return f.a.Status().Ready })
+	os.WriteFile(f.token, []byte("tok-2"), 0o600)
+	eventually(t, "token rotated", func() bool { b, _ := os.ReadFile(f.state + "/kubeconfig"); return strings.Contains(string(b), "tok-2") })
+	// An empty token: the old kubeconfig stays, the agent says not ready.
+	os.WriteFile(f.token, nil, 0o600)
+	eventually(t, "not ready", func() bool { return !f.a.Status().Ready })
+	if b, _ := os.ReadFile(f.state + "/kubeconfig"); !strings.Contains(string(b), "tok-2") {
+		t.Error("kubeconfig lost on a bad token")
+	}
+	os.WriteFile(f.token, []byte("tok-3"), 0o600)
+	eventually(t, "ready again", func() bool { return f.a.Status().Ready })
+}
+
+func TestUninstallOrder(t *testing.T) {
+	f := newFixture(t, true)
+	orig := fixtureBytes(t, "kindnet-ipv4.conflist")
+	os.WriteFile(f.conf+"/10-kindnet.conflist", orig, 0o644)
+	f.start(t)
+	eventually(t, "ready", func() bool { return f.a.Status().Ready })
+	// A broken primary at uninstall: the binary must stay, since the
+	// config still names it.
+	os.WriteFile(f.conf+"/10-kindnet.conflist", append(append([]byte{}, orig...), '}'), 0o644)
+	if err := f.a.Uninstall(); err == nil {
+		// The install record names the file; it is not valid JSON, so
+		// uninstall must refuse to touch it and keep the binary.
+		t.Fatal("uninstall of a broken file reported success")
+	}
+	if _, err := os.Stat(f.bin + "/mesh-cni"); err != nil {
+		t.Error("binary removed while a config may still name it")
+	}
+}
+
+func TestReportSocket(t *testing.T) {
+	dir := t.TempDir()
+	sock := filepath.Join(dir, "report.sock")
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- ServeReports(ctx, sock, slog.New(slog.NewTextHandler(io.Discard, nil))) }()
+	eventually(t, "socket", func() bool { _, err := os.Stat(sock); return err == nil })
+	before := value(metrics.PluginDecisions.WithLabelValues("ADD", "failed", "lookup-timeout", "istio"))
+	dropped := value(metrics.ReportsDropped)
+	c, err := net.Dial("unixgram", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ev := range []node.Event{
+		{Command: "ADD", Decision: "failed", Reason: "lookup-timeout", Mesh: "istio", Seconds: 5},
+		{Command: "ADD", Decision: "failed", Reason: "lookup-timeout", Mesh: "istio", Seconds: 5},
+	} {
+		b, _ := json.Marshal(ev)
+		c.Write(b)
+	}
+	c.Write([]byte("{not json"))
+	c.Write([]byte(`{"cmd":"ADD"}`))
+	eventually(t, "events counted", func() bool {
+		return value(metrics.PluginDecisions.WithLabelValues("ADD", "failed", "lookup-timeout", "istio")) == before+2 &&
+			value(metrics.ReportsDropped) == dropped+2
+	})
+	// The histogram is served on /metrics.
+	rec := httptest.NewRecorder()
+	MetricsHandler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	if !strings.Contains(rec.Body.String(), `mesh_cni_plugin_duration_seconds_bucket{cmd="ADD",decision="failed",le="5"}`) {
+		t.Errorf("histogram missing from /metrics")
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestProbes(t *testing.T) {
+	f := newFixture(t, true)
+	h := f.a.ProbeHandler()
+	get := func(p string) int {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest("GET", p, nil))
+		return rec.Code
+	}
+	if get("/healthz") != http.StatusServiceUnavailable || get("/readyz") != http.StatusServiceUnavailable {
+		t.Fatal("healthy before running")
+	}
+	os.WriteFile(f.conf+"/10-kindnet.conflist", fixtureBytes(t, "kindnet-ipv4.conflist"), 0o644)
+	f.start(t)
+	eventually(t, "ready", func() bool { return get("/readyz") == 200 })
+	if get("/healthz") != 200 {
+		t.Error("not healthy while running")
+	}
+}
+
+// value reads a counter or gauge.
+func value(m prometheus.Metric) float64 {
+	var d dto.Metric
+	if err := m.Write(&d); err != nil {
+		panic(err)
+	}
+	if d.Counter != nil {
+		return d.Counter.GetValue()
+	}
+	return d.Gauge.GetValue()
+}
