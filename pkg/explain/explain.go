@@ -228,8 +228,11 @@ func explain(o options, w io.Writer) error {
 	if d.NeedSpec {
 		fmt.Fprintf(w, "annotations alone: cannot decide (%s%s); ADD looks the pod up\n", d.Reason, meshSuffix(d.Mesh))
 		if !pod.SpecKnown {
-			fmt.Fprintln(w, "decision: needs the pod spec (pass --pod)")
-			return nil
+			// Show what ADD applies if the lookup confirms the sidecar,
+			// with the profile's identity (the spec may change it).
+			sidecar := set.meshes[d.Mesh].WithDefaults(d.Mesh).Sidecar
+			fmt.Fprintf(w, "decision: needs the pod spec (pass --pod); assuming it runs %s in CNI mode:\n", sidecar)
+			pod.SpecKnown, pod.Containers = true, []mesh.Container{{Name: sidecar}}
 		}
 		if d, err = mesh.Decide(set.meshes, pod, fams); err != nil {
 			return err

@@ -71,6 +71,17 @@ func TestLinkerdPodManifest(t *testing.T) {
 		"-A MESH_OUTPUT -p tcp --dport 3306", "ip6 saddr fd00:10:96::/112 counter return")
 }
 
+// Annotations that need the spec: explain says so, and shows the rules ADD
+// applies if the lookup confirms the sidecar.
+func TestNeedSpecWithoutPod(t *testing.T) {
+	_, out, _ := run(t, "--annotation", "linkerd.io/proxy-version=x", "--format", "nft")
+	expect(t, out, "annotations alone: cannot decide (need-spec, mesh linkerd)",
+		"decision: needs the pod spec (pass --pod); assuming it runs linkerd-proxy in CNI mode:",
+		"decision: redirect (mesh linkerd)", "redirect to :4140")
+	_, out, _ = run(t, "--profile", "custom", "--mesh-config", `{"sidecar": "envoy", "proxyUID": 101, "inboundPort": 9000, "outboundPort": 9001}`)
+	expect(t, out, "assuming it runs envoy in CNI mode", "--uid-owner 101")
+}
+
 // Labels never reach ADD from the runtime; they count once the pod is
 // looked up.
 func TestLabels(t *testing.T) {
@@ -103,7 +114,7 @@ func TestSkips(t *testing.T) {
 		{[]string{"--pod", "testdata/linkerd-init-pod.json"}, "decision: skip (init-container-mode, mesh linkerd); ADD changes nothing"},
 		{[]string{"--pod", "testdata/istio-gateway.yaml"}, "decision: skip (not-sidecar, mesh istio)"},
 		{[]string{"--annotation", "app=web"}, "decision: skip (no-sidecar)"},
-		{[]string{"--annotation", "linkerd.io/proxy-version=x"}, "decision: needs the pod spec (pass --pod)"},
+
 		{[]string{"--annotation", `sidecar.istio.io/status={"containers":["istio-proxy"]}`, "--annotation", "sidecar.istio.io/inject=false"}, "decision: skip (inject-disabled, mesh istio)"},
 	} {
 		code, out, errs := run(t, c.args...)
