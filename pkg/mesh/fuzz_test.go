@@ -60,11 +60,11 @@ func FuzzDecide(f *testing.F) {
 	keys := []string{LinkerdProxyVersion, LinkerdInject, LinkerdSkipInboundPorts, LinkerdSkipOutboundPorts, LinkerdSkipSubnets, LinkerdProxyUID, LinkerdProxyGID,
 		IstioStatus, IstioInject, IstioInterceptionMode, IstioTemplates, IstioProxyConfig, IstioIncludeOutboundRanges, IstioExcludeOutboundRanges,
 		IstioIncludeInboundPorts, IstioExcludeInboundPorts, IstioIncludeOutboundPorts, IstioExcludeOutboundPorts, IstioExcludeInterfaces, "example.com/mesh"}
-	f.Add(uint8(7), "edge-1", uint8(7), "x", uint8(3), "80,90", false)
-	f.Add(uint8(7), istioStatusSidecar, uint8(9), "TPROXY", uint8(12), "10.0.0.0/8,*", true)
-	f.Add(uint8(0), "v", uint8(11), "proxyMetadata: {ISTIO_META_DNS_CAPTURE: 'true'}", uint8(4), "1-", false)
-	f.Fuzz(func(t *testing.T, k1 uint8, v1 string, k2 uint8, v2 string, k3 uint8, v3 string, specKnown bool) {
-		ann := map[string]string{}
+	f.Add(uint8(7), "edge-1", uint8(7), "x", uint8(3), "80,90", false, "k", "v")
+	f.Add(uint8(7), istioStatusSidecar, uint8(9), "TPROXY", uint8(12), "10.0.0.0/8,*", true, LinkerdProxyVersion, "x")
+	f.Add(uint8(0), "v", uint8(11), "proxyMetadata: {ISTIO_META_DNS_CAPTURE: 'true'}", uint8(4), "1-", false, IstioStatus, "{")
+	f.Fuzz(func(t *testing.T, k1 uint8, v1 string, k2 uint8, v2 string, k3 uint8, v3 string, specKnown bool, k4, v4 string) {
+		ann := map[string]string{k4: v4} // and one arbitrary pair
 		for _, kv := range []struct {
 			k uint8
 			v string
