@@ -34,6 +34,9 @@ const (
 	ReasonNeedSpec          = "need-spec"
 	ReasonNoAnnotations     = "no-annotations" // the runtime sent none: fetch the pod
 	ReasonExcluded          = "excluded"       // for callers: excluded namespace or the agent's pod
+	// With an error from Decide:
+	ReasonConflict          = "conflict"           // several meshes' contracts on one pod
+	ReasonInvalidAnnotation = "invalid-annotation" // a claimed pod's annotation is invalid
 )
 
 type verdict int
@@ -91,7 +94,7 @@ func Decide(meshes map[string]Config, pod Pod, families []rules.Family) (Decisio
 		}
 		j, err := judges[name](cfg, base, pod)
 		if err != nil {
-			return Decision{Mesh: name, Reason: "invalid-annotation"}, err
+			return Decision{Mesh: name, Reason: ReasonInvalidAnnotation}, err
 		}
 		switch j.v {
 		case meshed:
@@ -111,7 +114,7 @@ func Decide(meshes map[string]Config, pod Pod, families []rules.Family) (Decisio
 	}
 	switch {
 	case len(found) > 1:
-		return Decision{Reason: "conflict"}, fmt.Errorf("pod %s/%s carries the contracts of several meshes (%s); refusing to guess", pod.Namespace, pod.Name, strings.Join(found, ", "))
+		return Decision{Reason: ReasonConflict}, fmt.Errorf("pod %s/%s carries the contracts of several meshes (%s); refusing to guess", pod.Namespace, pod.Name, strings.Join(found, ", "))
 	case need != nil: // another mesh might claim it too
 		return *need, nil
 	case len(found) == 1:

@@ -9,7 +9,7 @@ import (
 	"github.com/mesh-cni/mesh-cni/pkg/rules"
 )
 
-// Profiles lists the known profile names, in the order Decide judges them.
+// Profiles lists the known profile names.
 var Profiles = []string{Linkerd, Istio, Custom}
 
 func ptr[T any](v T) *T { return &v }
