@@ -189,3 +189,14 @@ func annErr(key, val string, err error) error {
 }
 
 func trusted(cfg Config) bool { return cfg.TrustAnnotations == nil || *cfg.TrustAnnotations }
+
+// HonouredAnnotations lists every pod annotation some profile reads (the
+// custom profile's selectAnnotation aside), e.g. for a pod cache that keeps
+// only what matters.
+var HonouredAnnotations = []string{
+	LinkerdProxyVersion, LinkerdInject, LinkerdSkipInboundPorts, LinkerdSkipOutboundPorts,
+	LinkerdSkipSubnets, LinkerdProxyUID, LinkerdProxyGID,
+	IstioStatus, IstioInject, IstioInterceptionMode, IstioTemplates, IstioProxyConfig,
+	IstioIncludeOutboundRanges, IstioExcludeOutboundRanges, IstioIncludeInboundPorts,
+	IstioExcludeInboundPorts, IstioIncludeOutboundPorts, IstioExcludeOutboundPorts, IstioExcludeInterfaces,
+}
