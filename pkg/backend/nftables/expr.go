@@ -19,8 +19,9 @@ import (
 // Lists of addresses or ports become anonymous interval sets, added to the
 // same batch before the rule that looks them up.
 type builder struct {
-	conn  *nftables.Conn
-	table *nftables.Table
+	conn   *nftables.Conn
+	table  *nftables.Table
+	setIDs uint32 // set ids are per batch; google/nftables' own counter is an unguarded global
 }
 
 // rules returns the expression lists r becomes, following the layout of
@@ -271,7 +272,8 @@ func (b *builder) ports(ps []rules.PortRange, not bool, off uint32) ([]expr.Any,
 // set adds an anonymous interval set holding the inclusive ranges and
 // returns the lookup into it.
 func (b *builder) set(keyType nftables.SetDatatype, ranges [][2][]byte, not bool) (expr.Any, error) {
-	s := &nftables.Set{Table: b.table, Anonymous: true, Constant: true, Interval: true, KeyType: keyType}
+	b.setIDs++
+	s := &nftables.Set{Table: b.table, ID: b.setIDs, Name: "__set%d", Anonymous: true, Constant: true, Interval: true, KeyType: keyType}
 	if err := b.conn.AddSet(s, intervals(ranges)); err != nil {
 		return nil, fmt.Errorf("anonymous set: %w", err)
 	}
