@@ -9,7 +9,7 @@ BIN := $(CURDIR)/bin
 # Test packages in parallel, but not more than the cores we have.
 GOTEST := $(GO) test -count=1 -p 2
 
-.PHONY: bench-plugin all build deps k8s-bins test test-unit test-fuzz bench bench-agent clean
+.PHONY: bench-plugin all build deps k8s-bins test test-unit test-fuzz bench bench-agent clean image image-tar chart-lint kustomize-base test-chart
 
 all: build
 
@@ -24,7 +24,7 @@ build:
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/mesh-cni-validator ./validator
 
 ## test: every test (the README's test command)
-test: deps build k8s-bins test-unit test-fuzz
+test: deps build k8s-bins test-unit test-fuzz test-chart
 
 ## k8s-bins: etcd, kube-apiserver, kube-controller-manager, kubectl for the API-server tests (pkg/testenv), built from source, cached in $(MESH_CNI_CACHE)/k8s
 K8S_BINS ?= etcd kube-apiserver kube-controller-manager kubectl
@@ -32,7 +32,11 @@ k8s-bins:
 	@bash hack/build-k8s.sh $(K8S_BINS) >/dev/null
 
 test-unit:
-	$(GOTEST) ./...
+	$(GOTEST) $$($(GO) list ./... | grep -v -x github.com/mesh-cni/mesh-cni/pkg/chart)
+
+## test-check: mesh-cnictl's checks and the docs' commands (also part of test-unit)
+test-check:
+	$(GOTEST) ./pkg/check ./ctl ./pkg/doctest ./docs
 
 # Short fuzz runs of the parsers; longer with FUZZTIME=5m.
 FUZZTIME ?= 10s
@@ -61,6 +65,35 @@ clean:
 	rm -rf $(BIN) _out
 
 MESH_CNI_CACHE ?= /var/cache/mesh-cni
+IMAGE ?= mesh-cni:$(VERSION)
+IMAGE_TAR := $(MESH_CNI_CACHE)/images/mesh-cni-$(VERSION).tar
+
+## image: the FROM scratch image with the static binaries (classic builder)
+image: build
+	@for b in mesh-cni mesh-cni-agent mesh-cni-validator; do \
+	  [ -x $(BIN)/$$b ] || { echo "image: bin/$$b is missing (make build)"; exit 1; }; done
+	@bash hack/docker.sh
+	DOCKER_BUILDKIT=0 docker build -q -t $(IMAGE) .
+
+## image-tar: the image as a tarball for kind load image-archive
+image-tar: image
+	@mkdir -p $(dir $(IMAGE_TAR))
+	docker save -o $(IMAGE_TAR).tmp $(IMAGE)
+	mv $(IMAGE_TAR).tmp $(IMAGE_TAR)
+	@echo "image-tar: $(IMAGE_TAR)"
+
+## kustomize-base: regenerate kustomize/base and components from the chart
+kustomize-base:
+	$(GO) run ./hack/kustomize-base
+
+## chart-lint: helm lint --strict and ct lint, offline
+chart-lint:
+	@bash hack/chart-lint.sh
+
+## test-chart: chart lint, and render/kustomize/API-server tests of the chart
+test-chart: chart-lint
+	$(GOTEST) ./pkg/chart
+
 ## kind-image: the offline kind node image (cached in $(MESH_CNI_CACHE)/kind)
 KIND_NODE_IMAGE ?= mesh-cni/kind-node:v1.34.4
 export KIND_NODE_IMAGE
@@ -83,7 +116,7 @@ testproxy-tar:
 E2E_LABELS ?=
 E2E_TIMEOUT ?= 60m
 E2E_ENV = E2E_IMAGES="$(IMAGE_TAR) $(PROXY_TAR)" E2E_NODE_IMAGE=$(KIND_NODE_IMAGE) \
-	HELM=$$(bash hack/chart-tools.sh | tail -n1)/helm3 \
+	HELM=$$(bash hack/chart-tools.sh helm | tail -n1)/helm \
 	KUBECTL=$$(bash hack/build-k8s.sh kubectl | tail -n1)/kubectl
 E2E_GO_TEST = $(GO) test -tags e2e -count=1 -timeout $(E2E_TIMEOUT) ./e2e -ginkgo.v -ginkgo.label-filter='$(E2E_LABELS)'
 test-e2e: image-tar testproxy-tar kind-image

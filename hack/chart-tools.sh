@@ -12,16 +12,24 @@ CT_VERSION=${CT_VERSION:-v3.14.0}
 CACHE=${MESH_CNI_CACHE:-/var/cache/mesh-cni}
 TOOLS=$CACHE/tools
 mkdir -p "$TOOLS/bin"
+# One build at a time (tests and make may call this together).
+exec 9>"$TOOLS/.lock"
+flock 9
 
-build() { # link-name module/cmd@version [ldflags]
-  local name=$1 pkg=$2 ldflags=${3:-} dir exe
-  dir=$TOOLS/$name-${pkg##*@}
-  exe=$dir/$(basename "${pkg%@*}")
+build() { # link-name module version package [ldflags]
+  local name=$1 mod=$2 ver=$3 pkg=$4 ldflags=${5:-} dir exe work
+  dir=$TOOLS/$name-$ver
+  exe=$dir/$(basename "$pkg")
   if [ ! -x "$exe" ]; then
-    echo "chart-tools: building $pkg" >&2
-    # Outside the repo, so the tool's own go.mod decides its dependencies.
-    (cd "$TOOLS" && GOFLAGS= CGO_ENABLED=0 GOBIN="$dir.tmp" nice go install -trimpath -ldflags "-s -w $ldflags" "$pkg" >&2)
-    rm -rf "$dir" && mv "$dir.tmp" "$dir"
+    echo "chart-tools: building $pkg@$ver" >&2
+    # A throwaway module requiring exactly the tool's version, so the tool's
+    # own go.mod decides its dependencies (as go install would, but without
+    # the module-list lookup that some proxies refuse).
+    work=$(mktemp -d "$TOOLS/.build-XXXXXX")
+    printf 'module chartbuild\n\ngo 1.24\n\nrequire %s %s\n' "$mod" "$ver" >"$work/go.mod"
+    (cd "$work" && GOFLAGS=-mod=mod CGO_ENABLED=0 nice go build -trimpath -ldflags "-s -w $ldflags" \
+      -o "$work/out/$(basename "$pkg")" "$pkg" >&2)
+    rm -rf "$dir" && mv "$work/out" "$dir" && rm -rf "$work"
   fi
   ln -sfn "$exe" "$TOOLS/bin/$name"
 }
@@ -33,12 +41,12 @@ for t in $want; do
     # Helm 3 takes its default Kubernetes version (helm lint, helm template
     # without --kube-version) from link flags; without them it assumes 1.20.
     h3=helm.sh/helm/v3
-    build helm "$h3/cmd/helm@$HELM3_VERSION" "-X $h3/internal/version.version=$HELM3_VERSION \
+    build helm $h3 "$HELM3_VERSION" $h3/cmd/helm "-X $h3/internal/version.version=$HELM3_VERSION \
       -X $h3/pkg/chartutil.k8sVersionMajor=1 -X $h3/pkg/chartutil.k8sVersionMinor=34 \
       -X $h3/pkg/lint/rules.k8sVersionMajor=1 -X $h3/pkg/lint/rules.k8sVersionMinor=34" ;;
-  helm4) build helm4 "helm.sh/helm/v4/cmd/helm@$HELM4_VERSION" "-X helm.sh/helm/v4/internal/version.version=$HELM4_VERSION" ;;
+  helm4) build helm4 helm.sh/helm/v4 "$HELM4_VERSION" helm.sh/helm/v4/cmd/helm "-X helm.sh/helm/v4/internal/version.version=$HELM4_VERSION" ;;
   ct)
-    build ct "github.com/helm/chart-testing/v3/ct@$CT_VERSION" \
+    build ct github.com/helm/chart-testing/v3 "$CT_VERSION" github.com/helm/chart-testing/v3/ct \
       "-X github.com/helm/chart-testing/v3/ct/cmd.Version=$CT_VERSION"
     # ct's default lint rules and Chart.yaml schema ship in its module.
     (cd "$TOOLS" && GOFLAGS= go mod download -json "github.com/helm/chart-testing/v3@$CT_VERSION" >/dev/null)
