@@ -113,9 +113,37 @@ func main() {
 		fmt.Print(report)
 		return
 	}
-	if err := os.WriteFile(*out, []byte(report), 0o644); err != nil {
+	if err := writeSection(*out, report); err != nil {
 		fail(err.Error())
 	}
+}
+
+// Markers delimit this benchmark's section of the shared benchmarks doc;
+// other parts keep their own sections in the same file.
+const (
+	startMarker = "<!-- bench-plugin:start -->"
+	endMarker   = "<!-- bench-plugin:end -->"
+)
+
+// writeSection replaces our section of path (or appends it).
+func writeSection(path, section string) error {
+	old, err := os.ReadFile(path)
+	if err != nil && !os.IsNotExist(err) {
+		return err
+	}
+	doc := string(old)
+	block := startMarker + "\n" + section + endMarker + "\n"
+	i, j := strings.Index(doc, startMarker), strings.Index(doc, endMarker)
+	switch {
+	case i >= 0 && j > i:
+		doc = doc[:i] + block + doc[j+len(endMarker):]
+		doc = strings.Replace(doc, endMarker+"\n\n", endMarker+"\n", 1)
+	case doc == "":
+		doc = "# Benchmarks\n\n" + block
+	default:
+		doc = strings.TrimRight(doc, "\n") + "\n\n" + block
+	}
+	return os.WriteFile(path, []byte(doc), 0o644)
 }
 
 func measure(binDir string, c chain, r run, idx int) result {
@@ -233,7 +261,7 @@ func render(results []result, runs []run, pluginBin string) string {
 	if fi, err := os.Stat(pluginBin); err == nil {
 		size = fi.Size()
 	}
-	fmt.Fprintf(&b, "# mesh-cni plugin benchmarks\n\n")
+	fmt.Fprintf(&b, "## CNI plugin (mesh-cni)\n\n")
 	fmt.Fprintf(&b, "Measured by `make bench-plugin` (`bench/plugin`) on %s, %s, %d CPUs, %s.\n",
 		host, time.Now().UTC().Format("2006-01-02 15:04 UTC"), runtime.NumCPU(), runtime.Version())
 	fmt.Fprintf(&b, "Each pod is a real netns; ADD and DEL go through libcni with a cniVersion 1.0.0 conflist:\n")
@@ -244,7 +272,7 @@ func render(results []result, runs []run, pluginBin string) string {
 	fmt.Fprintf(&b, "asserted anywhere.\n\n")
 	fmt.Fprintf(&b, "Plugin binary (`-s -w`, static): **%.2f MB** (%d bytes; target ≤ 8 MB).\n\n", float64(size)/1e6, size)
 	for _, r := range runs {
-		fmt.Fprintf(&b, "## %s\n\n", r.name)
+		fmt.Fprintf(&b, "### %s\n\n", r.name)
 		fmt.Fprintf(&b, "| chain | ADD p50 | ADD p99 | DEL p50 | DEL p99 | added ADD p50 | added ADD p99 | wall | errors |\n")
 		fmt.Fprintf(&b, "|---|---|---|---|---|---|---|---|---|\n")
 		var base *result
@@ -277,7 +305,7 @@ func targets(results []result, runs []run) string {
 		return nil
 	}
 	var b strings.Builder
-	b.WriteString("## Against the targets (default backend, nftables)\n\n")
+	b.WriteString("### Against the targets\n\n")
 	for _, chainName := range []string{"ptp + mesh-cni (nftables)", "ptp + mesh-cni (iptables-nft)", "ptp + mesh-cni (iptables-legacy)"} {
 		ser, burst := runs[0].name, runs[2].name
 		p, m := find("ptp", ser), find(chainName, ser)
