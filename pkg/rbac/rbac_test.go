@@ -170,10 +170,6 @@ func TestChartRBACCoversTheAgent(t *testing.T) {
 			case <-time.After(45 * time.Second):
 				t.Fatal("no repair attempt")
 			}
-			cancel()
-			if err := <-done; err != nil {
-				t.Fatal(err)
-			}
 			if outcomes[0] != repair.Repaired {
 				t.Fatalf("repair as the chart's ServiceAccount: %s", outcomes[0])
 			}
@@ -189,6 +185,11 @@ func TestChartRBACCoversTheAgent(t *testing.T) {
 				}
 				return false
 			})
+
+			cancel()
+			if err := <-done; err != nil {
+				t.Fatal(err)
+			}
 
 			// Least privilege: the verbs of the other policies are refused.
 			zero := int64(0)

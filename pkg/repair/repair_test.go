@@ -215,7 +215,14 @@ func TestEvictRespectsDisruptionBudget(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	podWithValidator(t, env.Client, ns, "guarded", "rp-pdb", "istio-validation", 126, map[string]string{"app": "guarded"})
+	p := podWithValidator(t, env.Client, ns, "guarded", "rp-pdb", "istio-validation", 126, map[string]string{"app": "guarded"})
+	// The Eviction API ignores budgets for Pending pods (a first start stuck
+	// in init); they protect pods that had been running, as one re-running
+	// its init containers after its sandbox was recreated (node reboot).
+	p.Status.Phase = corev1.PodRunning
+	if _, err := env.Client.CoreV1().Pods(ns).UpdateStatus(ctx, p, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 
 	base := 200 * time.Millisecond
 	a := startRepair(t, env.Client, Options{NodeName: "rp-pdb", Policy: Evict, RetryBase: base, RetryMax: 2 * time.Second})
