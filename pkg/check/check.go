@@ -73,6 +73,8 @@ func PreChecks() []Func {
 		CanCreate("apps", "daemonsets", "DaemonSets", true),
 		CanCreate("", "serviceaccounts", "ServiceAccounts", true),
 		CanCreate("", "configmaps", "ConfigMaps", true),
+		CanCreate("rbac.authorization.k8s.io", "roles", "Roles", true),
+		CanCreate("rbac.authorization.k8s.io", "rolebindings", "RoleBindings", true),
 		CanCreate("rbac.authorization.k8s.io", "clusterroles", "ClusterRoles", false),
 		CanCreate("rbac.authorization.k8s.io", "clusterrolebindings", "ClusterRoleBindings", false),
 		NamespaceAllowsHostPath,

@@ -36,7 +36,7 @@ func TestCanCreate(t *testing.T) {
 	env := testenv.Start(t)
 	ns := env.Namespace(t, "mesh-cni")
 	opts := Options{Namespace: ns}
-	checks := PreChecks()[1:6]
+	checks := PreChecks()[1:8]
 
 	for _, f := range checks {
 		wantStatus(t, runOne(t, env, f, opts), OK)
