@@ -276,7 +276,7 @@ func TestPlatformPresets(t *testing.T) {
 	cases := map[string]want{
 		"":          {"/opt/cni/bin", "/etc/cni/net.d", "", true, false, false, ""},
 		"gke":       {"/home/kubernetes/bin", "/etc/cni/net.d", "", true, true, false, ""},
-		"openshift": {"/var/lib/cni/bin", "/etc/cni/multus/net.d", "mesh-cni.conf", false, false, true, "spc_t"},
+		"openshift": {"/var/lib/cni/bin", "/etc/cni/multus/net.d", "mesh-cni.conflist", false, false, true, "spc_t"},
 		"k3s":       {"/var/lib/rancher/k3s/data/cni", "/var/lib/rancher/k3s/agent/etc/cni/net.d", "", true, false, false, ""},
 		"microk8s":  {"/var/snap/microk8s/current/opt/cni/bin", "/var/snap/microk8s/current/args/cni-network", "", true, false, false, ""},
 		"eks":       {"/opt/cni/bin", "/etc/cni/net.d", "", true, false, false, ""},
@@ -325,7 +325,7 @@ func TestPlatformPresets(t *testing.T) {
 		if got := volumePath(t, ds, "cni-net-dir"); got != "/etc/cni/multus/net.d" {
 			t.Errorf("conf dir %s, want the preset's", got)
 		}
-		if a := args(t, ds); a["--chained"] != "true" || a["--conf-file-name"] != "mesh-cni.conf" {
+		if a := args(t, ds); a["--chained"] != "true" || a["--conf-file-name"] != "mesh-cni.conflist" {
 			t.Errorf("--chained=%s --conf-file-name=%s: explicit chained, preset file name", a["--chained"], a["--conf-file-name"])
 		}
 		if r.has("SecurityContextConstraints", "mesh-cni") || r.has("NetworkAttachmentDefinition", "mesh-cni") || !r.has("ResourceQuota", "mesh-cni") {

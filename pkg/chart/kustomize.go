@@ -28,7 +28,7 @@ var Generated = []struct {
 	{"components/openshift-scc-nad", map[string]any{"openshift": map[string]any{
 		"scc":                         map[string]any{"enabled": true},
 		"networkAttachmentDefinition": map[string]any{"enabled": true},
-	}, "cni": map[string]any{"chained": false, "confFileName": "mesh-cni.conf"}}},
+	}, "cni": map[string]any{"chained": false, "confFileName": "mesh-cni.conflist"}}},
 }
 
 // BaseValues are the values every generated piece is rendered with.

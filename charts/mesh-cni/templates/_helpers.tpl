@@ -65,7 +65,7 @@ openshift:
   binDir: /var/lib/cni/bin
   confDir: /etc/cni/multus/net.d
   chained: false
-  confFileName: mesh-cni.conf
+  confFileName: mesh-cni.conflist
   scc: true
   nad: true
   seLinuxType: spc_t
