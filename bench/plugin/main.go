@@ -153,7 +153,7 @@ func measure(binDir string, c chain, r run, idx int) result {
 	}
 	defer os.RemoveAll(dataDir)
 	plugins := []any{map[string]any{"type": "ptp", "ipMasq": false, "ipam": map[string]any{
-		"type": "host-local", "ranges": []any{[]any{map[string]any{"subnet": fmt.Sprintf("198.18.%d.0/24", idx)}}},
+		"type": "host-local", "ranges": []any{[]any{map[string]any{"subnet": fmt.Sprintf("198.19.%d.0/24", idx)}}},
 		"dataDir": dataDir,
 	}}}
 	if c.plugin != nil {
