@@ -190,7 +190,7 @@ func tool(envName, name string) string {
 	cache := getenv("MESH_CNI_CACHE", "/var/cache/mesh-cni")
 	for _, p := range []string{
 		filepath.Join(cache, "k8s", "v1.34.4", "bin", name),
-		filepath.Join(cache, "tools", name),
+		filepath.Join(cache, "tools", "bin", name),
 	} {
 		if _, err := os.Stat(p); err == nil {
 			return p

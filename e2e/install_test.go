@@ -54,7 +54,7 @@ func helmInstall(repo, tag string, extra ...string) {
 		"--namespace", meshNamespace, "--create-namespace",
 		"--set", "image.repository="+repo, "--set", "image.tag="+tag,
 		"--wait", "--timeout", "5m")
-	out, err := run(tool("HELM", "helm3"), append(args, extra...)...)
+	out, err := run(tool("HELM", "helm"), append(args, extra...)...)
 	Expect(err).NotTo(HaveOccurred(), out)
 }
 

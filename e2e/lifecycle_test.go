@@ -211,7 +211,7 @@ func withoutMesh(types []string) []string {
 func uninstall(ctx context.Context) {
 	switch env.Install {
 	case "helm":
-		out, err := run(tool("HELM", "helm3"), helmArgs("uninstall", release, "--namespace", meshNamespace, "--wait", "--timeout", "3m")...)
+		out, err := run(tool("HELM", "helm"), helmArgs("uninstall", release, "--namespace", meshNamespace, "--wait", "--timeout", "3m")...)
 		Expect(err).NotTo(HaveOccurred(), out)
 	default:
 		out, err := kubectl("delete", "daemonset", "-n", meshNamespace, daemonSet, "--wait", "--timeout", "3m")

@@ -16,7 +16,7 @@ log() { printf '\n== %s\n' "$*" >&2; }
 
 tools() {
   KIND=$(bash "$ROOT/hack/kind-cli.sh" | tail -n1)
-  HELM=$(bash "$ROOT/hack/chart-tools.sh" | tail -n1)/helm3
+  HELM=$(bash "$ROOT/hack/chart-tools.sh" helm | tail -n1)/helm
   KUBECTL=$(bash "$ROOT/hack/build-k8s.sh" kubectl | tail -n1)/kubectl
 }
 
