@@ -298,3 +298,50 @@ func waitUntil(t *testing.T, cond func() bool) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// BenchmarkLookup is one plugin lookup of a cached pod over the socket:
+// connect, GET, decode, as the plugin does it.
+func BenchmarkLookup(b *testing.B) {
+	env := testenv.Start(b)
+	ns := env.Namespace(b, "podcache")
+	env.Node(b, "pc-bench")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	p := testPod()
+	p.ObjectMeta = metav1.ObjectMeta{Name: "web", Namespace: ns}
+	p.Spec.NodeName = "pc-bench"
+	p.Status = corev1.PodStatus{}
+	for i := range p.Spec.Containers {
+		p.Spec.Containers[i].Image = "img:1"
+	}
+	p.Spec.InitContainers[0].Image = "img:1"
+	p.Spec.Volumes = nil
+	if _, err := env.Client.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{}); err != nil {
+		b.Fatal(err)
+	}
+	sock := filepath.Join(b.TempDir(), "agent.sock")
+	go func() { _ = Serve(ctx, env.Client, "pc-bench", sock) }()
+	for {
+		resp, err := unixClient(sock).Get("http://agent/v1/pods/" + ns + "/web")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				break
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	for b.Loop() {
+		// A new client each time: the plugin is a new process per ADD.
+		c := unixClient(sock)
+		resp, err := c.Get("http://agent/v1/pods/" + ns + "/web")
+		if err != nil {
+			b.Fatal(err)
+		}
+		var mp mesh.Pod
+		if err := json.NewDecoder(resp.Body).Decode(&mp); err != nil || !mp.SpecKnown {
+			b.Fatalf("decode: %v", err)
+		}
+		resp.Body.Close()
+	}
+}
