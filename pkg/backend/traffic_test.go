@@ -121,6 +121,18 @@ func trafficTest(t *testing.T, b backend.Backend, mode rules.Mode) {
 	if err := b.Delete(tp.pod.Path()); err != nil {
 		t.Errorf("second Delete: %v", err)
 	}
+	// The netns is as good as new: Apply works again.
+	if err := b.Apply(tp.pod.Path(), rs); err != nil {
+		t.Fatalf("Apply after Delete: %v", err)
+	}
+	if err := b.Check(tp.pod.Path(), rs); err != nil {
+		t.Fatalf("Check after Apply after Delete: %v", err)
+	}
+	expect(t, "outbound after Delete and Apply", tp.pod, appUID, false, peerV6, appPort, "proxy", "outbound", "")
+	if err := b.Delete(tp.pod.Path()); err != nil {
+		t.Fatalf("last Delete: %v", err)
+	}
+	expectClean(t, tp.pod)
 }
 
 func expectDirect(t *testing.T, tp *topo) {

@@ -206,10 +206,22 @@ func (b *Backend) hasTables(fam rules.Family) (bool, error) {
 
 // Delete removes our chains and the jumps to them in both families, and
 // our policy routes. It succeeds when there is nothing to remove or the
-// netns is gone. A netns without iptables tables costs no exec.
+// netns is gone. A netns without iptables tables costs no exec; the nft
+// variant never execs (deleteNFT).
 func (b *Backend) Delete(netnsPath string) error {
 	if gone(netnsPath) {
 		return nil
+	}
+	ns, err := os.Open(netnsPath)
+	if err != nil {
+		return fmt.Errorf("open netns: %w", err)
+	}
+	defer ns.Close()
+	if b.variant == NFT {
+		if err := deleteNFT(ns); err != nil {
+			return err
+		}
+		return policy.Delete(ns)
 	}
 	any, err := b.anyTables(netnsPath)
 	if err != nil {
@@ -239,11 +251,6 @@ func (b *Backend) Delete(netnsPath string) error {
 			return fmt.Errorf("remove iptables rules: %w", err)
 		}
 	}
-	ns, err := os.Open(netnsPath)
-	if err != nil {
-		return fmt.Errorf("open netns: %w", err)
-	}
-	defer ns.Close()
 	return policy.Delete(ns)
 }
 
