@@ -1,9 +1,12 @@
 package backend_test
 
 import (
+	"encoding/json"
 	"fmt"
 	"net"
 	"net/netip"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -64,7 +67,8 @@ func trafficTest(t *testing.T, b backend.Backend, mode rules.Mode) {
 	tp := newTopo(t)
 	tp.start(t, tp.peer, 0, "-name", "peer", "-ports", fmt.Sprintf("%d,%d,53", appPort, ignoredOut))
 	tp.start(t, tp.pod, appUID, "-name", "app", "-ports", fmt.Sprintf("%d,%d", appPort, ignoredIn))
-	proxyArgs := []string{"-name", "proxy", "-outbound", fmt.Sprint(outboundPort), "-inbound", fmt.Sprint(inboundPort), "-dns", fmt.Sprint(dnsPort)}
+	proxyLog := filepath.Join(tp.dir, "proxy.log")
+	proxyArgs := []string{"-name", "proxy", "-outbound", fmt.Sprint(outboundPort), "-inbound", fmt.Sprint(inboundPort), "-dns", fmt.Sprint(dnsPort), "-log", proxyLog}
 	if mode == rules.TProxy {
 		proxyArgs = append(proxyArgs, "-tproxy")
 	}
@@ -99,6 +103,25 @@ func trafficTest(t *testing.T, b backend.Backend, mode rules.Mode) {
 			expect(t, "DNS over UDP goes to the DNS port", tp.pod, appUID, true, f.peer, 53, "proxy", "dns", "")
 			expect(t, "DNS over TCP goes to the DNS port", tp.pod, appUID, false, f.peer, 53, "proxy", "dns", "")
 		})
+	}
+
+	// The proxy logged what it answered: one JSON line per connection.
+	logged := readLog(t, proxyLog)
+	for _, want := range []record{
+		{Role: "outbound", Proto: "tcp", Orig: net.JoinHostPort(peerV4, fmt.Sprint(appPort))},
+		{Role: "outbound", Proto: "tcp", Orig: net.JoinHostPort(peerV6, fmt.Sprint(appPort))},
+		{Role: "inbound", Proto: "tcp", Orig: net.JoinHostPort(podV6, fmt.Sprint(appPort))},
+		{Role: "dns", Proto: "udp"},
+	} {
+		found := false
+		for _, r := range logged {
+			if r.Name == "proxy" && r.UID == proxyUID && r.Role == want.Role && r.Proto == want.Proto && (want.Orig == "" || r.Orig == want.Orig) {
+				found = true
+			}
+		}
+		if !found {
+			t.Errorf("proxy log has no %s %s record to %s: %v", want.Role, want.Proto, want.Orig, logged)
+		}
 	}
 
 	// Re-apply is idempotent: same rules, same behaviour.
@@ -211,4 +234,21 @@ func TestSingleFamily(t *testing.T) {
 			})
 		}
 	}
+}
+
+func readLog(t *testing.T, path string) []record {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("proxy log: %v", err)
+	}
+	var out []record
+	for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+		var r record
+		if err := json.Unmarshal([]byte(line), &r); err != nil {
+			t.Fatalf("proxy log line %q: %v", line, err)
+		}
+		out = append(out, r)
+	}
+	return out
 }
