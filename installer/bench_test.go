@@ -113,8 +113,10 @@ func BenchmarkAgent(b *testing.B) {
 		n, p(0.50), p(0.99), lat[len(lat)-1], rss/1024, hwm/1024)
 }
 
+func netListen() (net.Listener, error) { return net.Listen("tcp", "127.0.0.1:0") }
+
 func freeAddr(b *testing.B) string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	l, err := netListen()
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -1,8 +1,10 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 )
@@ -33,6 +35,7 @@ func envName(flagName string) string {
 func parseFlags(args []string) (*config, error) {
 	c := &config{}
 	fs := flag.NewFlagSet("mesh-cni-agent", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
 	fs.StringVar(&c.cniBinDir, "cni-bin-dir", "/host/opt/cni/bin", "container path of the mounted host CNI bin dir")
 	fs.StringVar(&c.cniConfDir, "cni-conf-dir", "/host/etc/cni/net.d", "container path of the mounted host CNI conf dir")
 	fs.StringVar(&c.confFileName, "conf-file-name", "", "primary config file name (empty: pick it as the runtime does)")
@@ -69,6 +72,11 @@ func parseFlags(args []string) (*config, error) {
 	}
 	// The command line wins over the environment.
 	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fs.SetOutput(os.Stderr)
+			fmt.Fprintln(os.Stderr, "Usage of mesh-cni-agent (every flag also as MESH_CNI_<FLAG>):")
+			fs.PrintDefaults()
+		}
 		return nil, err
 	}
 	if fs.NArg() > 0 {

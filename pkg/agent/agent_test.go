@@ -152,7 +152,10 @@ func TestNotReadyWithoutKubeconfig(t *testing.T) {
 	f := newFixture(t, false)
 	os.WriteFile(f.conf+"/10-kindnet.conflist", fixtureBytes(t, "kindnet-ipv4.conflist"), 0o644)
 	f.start(t)
-	eventually(t, "installed", func() bool { b, _ := os.ReadFile(f.conf + "/10-kindnet.conflist"); return strings.Contains(string(b), "mesh-cni") })
+	eventually(t, "installed", func() bool {
+		b, _ := os.ReadFile(f.conf + "/10-kindnet.conflist")
+		return strings.Contains(string(b), "mesh-cni")
+	})
 	time.Sleep(100 * time.Millisecond)
 	if st := f.a.Status(); st.Ready || !strings.Contains(st.Reason, "kubeconfig") {
 		t.Fatalf("status %+v", st)

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/mesh-cni/mesh-cni/pkg/install"
@@ -128,6 +129,9 @@ func Write(path string, o Options) (bool, error) {
 			return false, fmt.Errorf("chmod kubeconfig: %w", err)
 		}
 		return true, nil
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return false, fmt.Errorf("create kubeconfig dir: %w", err)
 	}
 	if err := install.WriteFileAtomicMode(path, b, 0o600); err != nil {
 		return false, fmt.Errorf("write kubeconfig: %w", err)

@@ -31,12 +31,15 @@ func TestWriteAndRotate(t *testing.T) {
 	tok := filepath.Join(dir, "token")
 	ca := filepath.Join(dir, "ca.crt")
 	out := filepath.Join(dir, "state", "kubeconfig")
-	os.MkdirAll(filepath.Dir(out), 0o755)
 	os.WriteFile(tok, []byte("tok-1\n"), 0o600)
 	os.WriteFile(ca, []byte("CA PEM"), 0o600)
+	o := Options{Host: "fd00::1", Port: "6443", TokenPath: tok, CAPath: ca}
+	// The state dir is created when missing.
+	if _, err := Write(out, o); err != nil {
+		t.Fatal(err)
+	}
 	// A stale file with a loose mode must come back 0600.
 	os.WriteFile(out, []byte("old"), 0o644)
-	o := Options{Host: "fd00::1", Port: "6443", TokenPath: tok, CAPath: ca}
 	wrote, err := Write(out, o)
 	if err != nil || !wrote {
 		t.Fatalf("wrote=%v err=%v", wrote, err)
