@@ -1,0 +1,170 @@
+// The docs' own test: every command in a ```sh block of docs/*.md is run or
+// checked, so the docs cannot rot. helm template/lint run the real helm
+// against the chart (install/upgrade lines are rendered with helm template),
+// kustomize lines are built with the kustomize API, mesh-cni explain and
+// mesh-cnictl run as built binaries (check against a real API server), and
+// cluster-only kubectl lines are parsed and the objects, files and flags
+// they name are checked against what the chart and the overlays render.
+package docs_test
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/mesh-cni/mesh-cni/pkg/check"
+	"github.com/mesh-cni/mesh-cni/pkg/doctest"
+	"github.com/mesh-cni/mesh-cni/pkg/testenv"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m) }
+
+// docs lists the Markdown files to check.
+func docs(t *testing.T) []string {
+	files, err := filepath.Glob("*.md")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no docs found: %v", err)
+	}
+	sort.Strings(files)
+	return files
+}
+
+func TestCommands(t *testing.T) {
+	r := newRunner(t)
+	for _, f := range docs(t) {
+		blocks, err := doctest.Parse(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, b := range blocks {
+			switch {
+			case b.Lang == "sh":
+				r.block(t, b)
+			case b.Lang == "yaml" && strings.Contains(b.Body, "kind: Pod"):
+				r.podExample(t, b)
+			}
+		}
+	}
+	r.deferred(t)
+	if r.ran == 0 {
+		t.Fatal("no command was run")
+	}
+	t.Logf("%d commands run or checked", r.ran)
+}
+
+// Names the docs mention must exist: metrics, the node annotation, links.
+func TestNames(t *testing.T) {
+	src, err := os.ReadFile("../pkg/metrics/metrics.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	metrics := map[string]bool{}
+	for _, m := range regexp.MustCompile(`Name:\s+"(mesh_cni_[a-z_]+)"`).FindAllStringSubmatch(string(src), -1) {
+		metrics[m[1]] = true
+	}
+	if len(metrics) == 0 {
+		t.Fatal("no metric names found in pkg/metrics")
+	}
+	metricRef := regexp.MustCompile("`(mesh_cni_[a-z_]+)")
+	annRef := regexp.MustCompile(`mesh-cni\.io/[a-z-]+`)
+	link := regexp.MustCompile(`\]\(([^)#:]+\.md)(#[a-z0-9-]+)?\)`)
+	for _, f := range docs(t) {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		text := string(b)
+		for _, m := range metricRef.FindAllStringSubmatch(text, -1) {
+			if !metrics[m[1]] {
+				t.Errorf("%s: metric %s is not in pkg/metrics", f, m[1])
+			}
+		}
+		for _, a := range annRef.FindAllString(text, -1) {
+			if a != check.StatusAnnotation && a != "mesh-cni.io/not-ready" {
+				t.Errorf("%s: annotation or taint %s is not one mesh-cni uses", f, a)
+			}
+		}
+		for _, m := range link.FindAllStringSubmatch(text, -1) {
+			target := filepath.Join(filepath.Dir(f), m[1])
+			body, err := os.ReadFile(target)
+			if err != nil {
+				t.Errorf("%s: link to %s: %v", f, m[1], err)
+				continue
+			}
+			if m[2] != "" && !hasAnchor(string(body), m[2][1:]) {
+				t.Errorf("%s: link to %s%s: no such heading", f, m[1], m[2])
+			}
+		}
+	}
+}
+
+// hasAnchor reports a heading whose GitHub anchor is a.
+func hasAnchor(md, a string) bool {
+	for _, line := range strings.Split(md, "\n") {
+		h, ok := strings.CutPrefix(line, "#")
+		if !ok {
+			continue
+		}
+		h = strings.ToLower(strings.TrimSpace(strings.TrimLeft(h, "#")))
+		var b strings.Builder
+		for _, r := range h {
+			switch {
+			case r >= 'a' && r <= 'z', r >= '0' && r <= '9', r == '-', r == '_':
+				b.WriteRune(r)
+			case r == ' ':
+				b.WriteByte('-')
+			}
+		}
+		if b.String() == a {
+			return true
+		}
+	}
+	return false
+}
+
+// repoRoot is the checkout the docs describe.
+func repoRoot(t *testing.T) string {
+	root, err := filepath.Abs("..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return root
+}
+
+// goBuild builds a main package of the repo into dir with the release
+// version, as make build does.
+func goBuild(t *testing.T, root, dir, name, pkg string) string {
+	t.Helper()
+	v, err := os.ReadFile(filepath.Join(root, "VERSION"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, name)
+	cmd := exec.Command("go", "build", "-trimpath", "-ldflags",
+		"-X github.com/mesh-cni/mesh-cni/pkg/version.Version="+strings.TrimSpace(string(v)), "-o", out, pkg)
+	cmd.Dir = root
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("build %s: %v\n%s", pkg, err, b)
+	}
+	return out
+}
+
+// helmBinary is the Helm 3 that hack/chart-tools.sh builds into the cache
+// (only when missing); the script prints the dir holding it.
+func helmBinary(t *testing.T, root string) string {
+	t.Helper()
+	cmd := exec.Command("bash", filepath.Join(root, "hack", "chart-tools.sh"), "helm")
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("hack/chart-tools.sh helm: %v\n%s", err, stderr.String())
+	}
+	lines := strings.Split(strings.TrimSpace(stdout.String()), "\n")
+	return filepath.Join(lines[len(lines)-1], "helm")
+}
