@@ -73,6 +73,10 @@ func baseConf(ver, netns string, annotations map[string]string) map[string]any {
 func TestBadInput(t *testing.T) {
 	p := newPod(t, "shop", "web-1", nil)
 	netns := p.netns.Path()
+	badMarker := filepath.Join(t.TempDir(), "ready")
+	if err := os.WriteFile(badMarker, []byte(`{"version":"v1"`), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	with := func(c map[string]any, k string, v any) map[string]any { c[k] = v; return c }
 	istio := func(k, v string) map[string]string { return istioAnnotations(map[string]string{k: v}) }
 	for _, tc := range []struct {
@@ -110,6 +114,8 @@ func TestBadInput(t *testing.T) {
 			"", types.ErrIncompatibleCNIVersion, "config version does not allow STATUS"},
 		{"STATUS without marker", direct{"STATUS", "", "", baseConf("1.1.0", netns, nil)},
 			"", types.ErrPluginNotAvailable, "mesh-cni node agent is not ready; readiness marker /nonexistent/ready"},
+		{"STATUS with a broken marker", direct{"STATUS", "", "", with(baseConf("1.1.0", netns, nil), "readyMarker", badMarker)},
+			"", types.ErrPluginNotAvailable, "is not valid JSON"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			d := tc.d
