@@ -262,8 +262,9 @@ func render(results []result, runs []run, pluginBin string) string {
 		size = fi.Size()
 	}
 	fmt.Fprintf(&b, "## CNI plugin (mesh-cni)\n\n")
-	fmt.Fprintf(&b, "Measured by `make bench-plugin` (`bench/plugin`) on %s, %s, %d CPUs, %s.\n",
-		host, time.Now().UTC().Format("2006-01-02 15:04 UTC"), runtime.NumCPU(), runtime.Version())
+	load, _ := os.ReadFile("/proc/loadavg")
+	fmt.Fprintf(&b, "Measured by `make bench-plugin` (`bench/plugin`) on %s, %s, %d CPUs, %s; load average at the end: %s.\n",
+		host, time.Now().UTC().Format("2006-01-02 15:04 UTC"), runtime.NumCPU(), runtime.Version(), strings.Join(strings.Fields(string(load))[:3], " "))
 	fmt.Fprintf(&b, "Each pod is a real netns; ADD and DEL go through libcni with a cniVersion 1.0.0 conflist:\n")
 	fmt.Fprintf(&b, "Debian's `ptp` + `host-local`, then the plugin under test; every pod carries Istio's sidecar annotations, so\n")
 	fmt.Fprintf(&b, "mesh-cni decides from `runtimeConfig` and writes the full Istio rule set (IPv4). The naive baseline writes the\n")
