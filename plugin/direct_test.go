@@ -220,3 +220,31 @@ func sameResult(t *testing.T, ver string, want, got []byte) bool {
 	}
 	return reflect.DeepEqual(w, g) && fmt.Sprint(w.Version()) == ver
 }
+
+// Without CNI_COMMAND the binary is a CLI; with it, always the plugin.
+func TestCLI(t *testing.T) {
+	bin := filepath.Join(pluginDir, "mesh-cni")
+	cli := func(env []string, args ...string) (string, error) {
+		cmd := exec.Command(bin, args...)
+		cmd.Env = env
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+	if out, err := cli(nil, "version"); err != nil || !strings.HasPrefix(out, "mesh-cni ") {
+		t.Errorf("version: %q %v", out, err)
+	}
+	out, err := cli(nil, "explain", "--profile", "istio", "--family", "ipv4",
+		"--annotation", `sidecar.istio.io/status={"containers":["istio-proxy"]}`)
+	if err != nil || !strings.Contains(out, "decision: redirect (mesh istio)") || !strings.Contains(out, "15001") {
+		t.Errorf("explain: %v\n%s", err, out)
+	}
+	// A runtime's VERSION call is never mistaken for the CLI.
+	out, err = cli([]string{"CNI_COMMAND=VERSION"}, "version")
+	if err != nil || !strings.Contains(out, `"supportedVersions"`) || !strings.Contains(out, "1.1.0") {
+		t.Errorf("CNI VERSION: %v\n%s", err, out)
+	}
+	// No command and no subcommand: the about text, as every CNI plugin.
+	if out, _ := cli(nil); !strings.Contains(out, "CNI protocol versions supported") {
+		t.Errorf("about: %q", out)
+	}
+}
