@@ -9,7 +9,7 @@ BIN := $(CURDIR)/bin
 # Test packages in parallel, but not more than the cores we have.
 GOTEST := $(GO) test -count=1 -p 2
 
-.PHONY: bench-plugin all build deps k8s-bins test test-unit test-fuzz bench bench-agent clean image image-tar chart-lint kustomize-base test-chart
+.PHONY: bench-plugin all build deps k8s-bins test test-unit test-fuzz bench bench-agent clean image image-tar chart-lint kustomize-base test-chart bench-chart
 
 all: build
 
@@ -46,7 +46,7 @@ test-fuzz:
 	$(GO) test -run=^$$ -fuzz=^FuzzDecide$$ -fuzztime=$(FUZZTIME) ./pkg/mesh
 	$(GO) test -run=^$$ -fuzz=^FuzzParse$$ -fuzztime=$(FUZZTIME) ./pkg/config
 
-bench: bench-agent bench-backend bench-plugin
+bench: bench-agent bench-backend bench-plugin bench-chart
 
 ## bench-agent: re-chain latency over 1000 primary rewrites and steady-state RSS of the real agent binary
 bench-agent: build
@@ -89,6 +89,10 @@ kustomize-base:
 ## chart-lint: helm lint --strict and ct lint, offline
 chart-lint:
 	@bash hack/chart-lint.sh
+
+## bench-chart: chart render (schema included) and kustomize build time
+bench-chart:
+	$(GO) test -count=1 -run '^$$' -bench . -benchmem ./pkg/chart
 
 ## test-chart: chart lint, and render/kustomize/API-server tests of the chart
 test-chart: chart-lint
