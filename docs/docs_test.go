@@ -17,6 +17,9 @@ import (
 	"strings"
 	"testing"
 
+	"sigs.k8s.io/kustomize/api/krusty"
+	"sigs.k8s.io/kustomize/kyaml/filesys"
+
 	"github.com/mesh-cni/mesh-cni/pkg/check"
 	"github.com/mesh-cni/mesh-cni/pkg/doctest"
 	"github.com/mesh-cni/mesh-cni/pkg/testenv"
@@ -167,4 +170,54 @@ func helmBinary(t *testing.T, root string) string {
 	}
 	lines := strings.Split(strings.TrimSpace(stdout.String()), "\n")
 	return filepath.Join(lines[len(lines)-1], "helm")
+}
+
+// The per-platform table in install.md: every host path a row names must be
+// in what that row's Helm preset and Kustomize overlay render.
+func TestPlatformTable(t *testing.T) {
+	root := repoRoot(t)
+	helm := helmBinary(t, root)
+	body, err := os.ReadFile("install.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	preset := regexp.MustCompile("`--set platform=([a-z0-9]+)`")
+	overlay := regexp.MustCompile("`(kustomize/[a-z0-9/]+)`")
+	path := regexp.MustCompile("`(/[a-z0-9/._-]+)`")
+	rows := 0
+	for _, line := range strings.Split(string(body), "\n") {
+		p, o := preset.FindStringSubmatch(line), overlay.FindStringSubmatch(line)
+		if !strings.HasPrefix(line, "|") || o == nil {
+			continue
+		}
+		rows++
+		var renders []string
+		if p != nil {
+			cmd := exec.Command(helm, "template", "mesh-cni", filepath.Join(root, "charts/mesh-cni"), "-n", "mesh-cni",
+				"--kube-version", strings.TrimPrefix(testenv.KubernetesVersion, "v"), "--set", "platform="+p[1])
+			out, err := cmd.CombinedOutput()
+			if err != nil {
+				t.Errorf("platform %s: %v\n%s", p[1], err, out)
+				continue
+			}
+			renders = append(renders, string(out))
+		}
+		m, err := krusty.MakeKustomizer(krusty.MakeDefaultOptions()).Run(filesys.MakeFsOnDisk(), filepath.Join(root, o[1]))
+		if err != nil {
+			t.Errorf("%s: %v", o[1], err)
+			continue
+		}
+		y, _ := m.AsYaml()
+		renders = append(renders, string(y))
+		for _, want := range path.FindAllStringSubmatch(line, -1) {
+			for i, r := range renders {
+				if !strings.Contains(r, "path: "+want[1]) && !strings.Contains(r, want[1]+"\"") && !strings.Contains(r, "="+want[1]) {
+					t.Errorf("install.md row %q: %s is not in render %d (%s)", strings.SplitN(line, "|", 3)[1], want[1], i, o[1])
+				}
+			}
+		}
+	}
+	if rows < 8 {
+		t.Errorf("found %d platform rows in install.md, want 8", rows)
+	}
 }
