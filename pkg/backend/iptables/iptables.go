@@ -119,6 +119,7 @@ func (b *Backend) Apply(netnsPath string, rs rules.RuleSet) error {
 	if err := validate.RuleSet(rs); err != nil {
 		return b.fail(netnsPath, fmt.Errorf("invalid rule set: %w", err))
 	}
+	existed := false
 	err := inSandbox(netnsPath, func(s *sandbox) error {
 		for _, fam := range rs.Families {
 			input := rules.IptablesRestore(rs, fam)
@@ -127,6 +128,7 @@ func (b *Backend) Apply(netnsPath string, rs rules.RuleSet) error {
 				return err
 			}
 			if old != nil {
+				existed = true
 				input = withCleanup(input, old.cleanup())
 			}
 			if err := b.restore(s, b.bins[fam].restore, input); err != nil {
@@ -137,6 +139,10 @@ func (b *Backend) Apply(netnsPath string, rs rules.RuleSet) error {
 	})
 	if err != nil {
 		return b.fail(netnsPath, err)
+	}
+	// A netns without iptables tables before has no routes of ours either.
+	if !existed && len(rs.PolicyRoutes) == 0 {
+		return nil
 	}
 	ns, err := os.Open(netnsPath)
 	if err != nil {

@@ -59,8 +59,13 @@ func (b *Backend) Apply(netnsPath string, rs rules.RuleSet) error {
 		return err
 	}
 	defer ns.Close()
-	if err := applyTables(int(ns.Fd()), rs); err != nil {
+	existed, err := applyTables(int(ns.Fd()), rs)
+	if err != nil {
 		return b.fail(netnsPath, err)
+	}
+	// A netns we never programmed has no routes of ours to replace.
+	if !existed && len(rs.PolicyRoutes) == 0 {
+		return nil
 	}
 	if err := policy.Apply(ns, rs); err != nil {
 		return b.fail(netnsPath, err)
@@ -76,31 +81,32 @@ func (b *Backend) fail(netnsPath string, err error) error {
 	return err
 }
 
-func applyTables(nsfd int, rs rules.RuleSet) error {
+// applyTables programs rs and reports whether our table was there before.
+func applyTables(nsfd int, rs rules.RuleSet) (existed bool, err error) {
 	c, err := nftables.New(nftables.WithNetNSFd(nsfd))
 	if err != nil {
-		return fmt.Errorf("nftables netlink: %w", err)
+		return false, fmt.Errorf("nftables netlink: %w", err)
 	}
-	exists, err := haveTable(c)
+	existed, err = haveTable(c)
 	if err != nil {
-		return err
+		return false, err
 	}
-	if exists {
+	if existed {
 		// Replace: delete and re-add in the same batch, so the pod is
 		// never without its rules. Only a re-apply pays for the delete
 		// (the kernel waits for an RCU grace period, milliseconds).
 		c.DelTable(table)
 	}
 	if err := addTable(c, rs); err != nil {
-		return err
+		return existed, err
 	}
 	if err := c.Flush(); err != nil {
 		if unsupported(err) {
-			return fmt.Errorf("nftables transaction: %w: %w", ErrUnsupported, err)
+			return existed, fmt.Errorf("nftables transaction: %w: %w", ErrUnsupported, err)
 		}
-		return fmt.Errorf("nftables transaction: %w", err)
+		return existed, fmt.Errorf("nftables transaction: %w", err)
 	}
-	return nil
+	return existed, nil
 }
 
 // haveTable reports whether the netns holds our table: one dump of the
