@@ -560,3 +560,39 @@ func TestAppVersionIsVersion(t *testing.T) {
 		t.Errorf("Chart.yaml appVersion is not VERSION (%s)", strings.TrimSpace(string(v)))
 	}
 }
+
+// values.yaml shows every setting: each schema property other than the
+// linkerd2-cni names has a default there, and each key there is in the schema.
+func TestValuesDocumentSchema(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join(chartDir, "values.schema.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var schema struct {
+		Properties map[string]json.RawMessage `json:"properties"`
+	}
+	if err := json.Unmarshal(b, &schema); err != nil {
+		t.Fatal(err)
+	}
+	vals, err := ReadValues(filepath.Join(chartDir, "values.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	compat := map[string]bool{"global": true, "inboundProxyPort": true, "outboundProxyPort": true, "proxyAdminPort": true,
+		"proxyControlPort": true, "proxyUID": true, "proxyGID": true, "ignoreInboundPorts": true, "ignoreOutboundPorts": true,
+		"portsToRedirect": true, "destCNINetDir": true, "destCNIBinDir": true, "iptablesMode": true, "disableIPv6": true,
+		"useWaitFlag": true, "enablePSP": true, "privileged": true, "nodeAffinity": true, "repairController": true}
+	for k := range schema.Properties {
+		if _, ok := vals[k]; !ok && !compat[k] {
+			t.Errorf("schema property %q has no default in values.yaml", k)
+		}
+	}
+	for k := range vals {
+		if _, ok := schema.Properties[k]; !ok {
+			t.Errorf("values.yaml key %q is not in the schema", k)
+		}
+		if compat[k] {
+			t.Errorf("linkerd2-cni name %q has a default in values.yaml; it must stay unset so mesh-cni's own value applies", k)
+		}
+	}
+}
