@@ -234,13 +234,15 @@ func reinstall(ctx context.Context) {
 	install(ctx, env, env.MeshImage)
 }
 
-// fullRef is the name containerd stores an image under.
+// fullRef is the name containerd stores an image under (docker's normalisation).
 func fullRef(image string) string {
-	if strings.Count(strings.SplitN(image, "/", 2)[0], ".") == 0 && !strings.Contains(strings.SplitN(image, "/", 2)[0], ":") {
-		if !strings.Contains(image, "/") {
-			return "docker.io/library/" + image
-		}
+	first, _, found := strings.Cut(image, "/")
+	switch {
+	case !found:
+		return "docker.io/library/" + image
+	case strings.ContainsAny(first, ".:") || first == "localhost":
+		return image
+	default:
 		return "docker.io/" + image
 	}
-	return image
 }
