@@ -8,7 +8,9 @@ import (
 	"bufio"
 	"fmt"
 	"os"
+	"path/filepath"
 	"regexp"
+	"sort"
 	"strings"
 )
 
@@ -228,4 +230,30 @@ func split(line string) (Command, error) {
 	}
 	c.Pipeline = append(c.Pipeline, words)
 	return c, nil
+}
+
+// Tagged returns, in file order, the sh blocks of the Markdown files in dir
+// tagged `<!-- e2e: name -->`: what the e2e suite runs against its cluster.
+func Tagged(dir, name string) ([]Block, error) {
+	files, err := filepath.Glob(filepath.Join(dir, "*.md"))
+	if err != nil {
+		return nil, err
+	}
+	sort.Strings(files)
+	var out []Block
+	for _, f := range files {
+		bs, err := Parse(f)
+		if err != nil {
+			return nil, err
+		}
+		for _, b := range bs {
+			if b.Lang == "sh" && b.E2E() == name {
+				out = append(out, b)
+			}
+		}
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("no sh block tagged e2e: %s in %s", name, dir)
+	}
+	return out, nil
 }

@@ -86,3 +86,19 @@ func TestParse(t *testing.T) {
 		t.Errorf("unterminated here-document: %v", err)
 	}
 }
+
+func TestTaggedDocs(t *testing.T) {
+	// The blocks the e2e suite runs exist in the real docs.
+	for _, name := range []string{"namespace", "helm-install", "kustomize-install", "helm-upgrade", "helm-uninstall"} {
+		bs, err := Tagged("../../docs", name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(bs[0].Commands) == 0 {
+			t.Errorf("e2e block %s has no commands", name)
+		}
+	}
+	if _, err := Tagged("../../docs", "no-such-block"); err == nil {
+		t.Error("want an error for an unknown tag")
+	}
+}
