@@ -24,7 +24,6 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/restmapper"
-	"sigs.k8s.io/yaml"
 
 	"github.com/mesh-cni/mesh-cni/pkg/testenv"
 )
@@ -242,5 +241,3 @@ func TestPodSecurityLabelNeeded(t *testing.T) {
 		}
 	}
 }
-
-var _ = yaml.Marshal
