@@ -224,6 +224,36 @@ func TestCheckNamesWhatIsMissing(t *testing.T) {
 	}
 }
 
+// TestCheckNamesExtraChain adds a chain of ours the rule set lacks.
+func TestCheckNamesExtraChain(t *testing.T) {
+	add := map[string][]string{
+		backend.NFTables:       {"nft", "add", "chain", "inet", rules.NftTable, "MESH_EXTRA"},
+		backend.IptablesNFT:    {"iptables-nft", "-t", "mangle", "-N", "MESH_EXTRA"},
+		backend.IptablesLegacy: {"ip6tables-legacy", "-t", "nat", "-N", "MESH_EXTRA"},
+	}
+	for _, name := range backends {
+		t.Run(name, func(t *testing.T) {
+			b := mustNew(t, name)
+			n := newNS(t)
+			rs := rules.Generate(testSpec(rules.Redirect))
+			if err := b.Apply(n.Path(), rs); err != nil {
+				t.Fatal(err)
+			}
+			if out, err := run(n, add[name][0], add[name][1:]...); err != nil {
+				t.Fatalf("add chain: %v\n%s", err, out)
+			}
+			if err := b.Check(n.Path(), rs); err == nil || !strings.Contains(err.Error(), "MESH_EXTRA") {
+				t.Fatalf("Check: %v, want an error naming MESH_EXTRA", err)
+			}
+			// Delete removes it too: it is ours by name.
+			if err := b.Delete(n.Path()); err != nil {
+				t.Fatal(err)
+			}
+			expectClean(t, n)
+		})
+	}
+}
+
 // TestGoneNetns: DEL after the runtime removed the netns succeeds; ADD
 // into a missing netns fails with an error naming it.
 func TestGoneNetns(t *testing.T) {

@@ -81,6 +81,14 @@ func compare(want, have *dump) error {
 			}
 		}
 	}
+	// Our chains that the rule set does not have were not written for it.
+	for _, t := range have.tables {
+		for _, chain := range have.chains[t] {
+			if ours(chain) && !slices.Contains(want.chains[t], chain) {
+				return fmt.Errorf("table %s: unexpected chain %s", t, chain)
+			}
+		}
+	}
 	return nil
 }
 

@@ -86,6 +86,7 @@ func TestCompare(t *testing.T) {
 		{"*nat\n:OUTPUT ACCEPT [0:0]\n:MESH_OUTPUT - [0:0]\n-A OUTPUT -j MESH_OUTPUT\n-A MESH_OUTPUT -p tcp -j REDIRECT --to-ports 15002\nCOMMIT\n", "rule 1"},
 		{"*nat\n:OUTPUT ACCEPT [0:0]\n:MESH_OUTPUT - [0:0]\n-A OUTPUT -j MESH_OUTPUT\nCOMMIT\n", "has 0 rules"},
 		{"*nat\n:OUTPUT ACCEPT [0:0]\n-A OUTPUT -j MESH_OUTPUT\nCOMMIT\n", "chain MESH_OUTPUT is missing"},
+		{"*nat\n:OUTPUT ACCEPT [0:0]\n:MESH_OUTPUT - [0:0]\n-A OUTPUT -j MESH_OUTPUT\n-A MESH_OUTPUT -p tcp -j REDIRECT --to-ports 15001\nCOMMIT\n*mangle\n:MESH_OLD - [0:0]\nCOMMIT\n", "unexpected chain MESH_OLD"},
 	} {
 		have, err := parse(tc.have)
 		if err != nil {

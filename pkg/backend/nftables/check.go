@@ -53,6 +53,18 @@ func (b *Backend) Check(netnsPath string, rs rules.RuleSet) error {
 			}
 		}
 	}
+	// Anything else in our table was not written for this rule set.
+	want := map[string]bool{}
+	for _, t := range rs.Tables {
+		for _, ch := range t.Chains {
+			want[ch.Name] = true
+		}
+	}
+	for _, ch := range have {
+		if ch.Table.Name == table.Name && !want[ch.Name] {
+			return fmt.Errorf("table %s %s has an unexpected chain %s", rules.NftFamily, rules.NftTable, ch.Name)
+		}
+	}
 	return policy.Check(ns, rs)
 }
 
