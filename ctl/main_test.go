@@ -91,6 +91,13 @@ func TestCheckAgainstAPIServer(t *testing.T) {
 	}
 
 	out.Reset()
+	code = run([]string{"check", "--pre", "-n", ns, "--kubeconfig", env.Kubeconfig}, &out, &errb)
+	if code != exitFailed || !strings.Contains(out.String(), "✗ namespace "+ns+" allows hostPath (Pod Security privileged): no pod-security.kubernetes.io/enforce label") {
+		t.Errorf("exit %d:\n%s", code, out.String())
+	}
+	t.Logf("mesh-cnictl check --pre:\n%s", out.String())
+
+	out.Reset()
 	code = run([]string{"check", "--namespace", ns, "--kubeconfig", env.Kubeconfig}, &out, &errb)
 	if code != exitFailed || !strings.Contains(out.String(), "✗ agent DaemonSet is ready on every schedulable node: no mesh-cni DaemonSet in namespace "+ns) {
 		t.Errorf("exit %d:\n%s", code, out.String())

@@ -157,11 +157,13 @@ func PrimaryCNIPresent(ctx context.Context, c *Cluster) Result {
 		return fail(name, err.Error(), "run as a user who may list nodes")
 	}
 	var bad []string
+	linux := 0
 	for i := range nodes {
 		n := &nodes[i]
 		if os, _ := nodeOSArch(n); os != "linux" {
 			continue
 		}
+		linux++
 		if st, err := agentStatus(n); err == nil && st != nil && st.Conf != "" {
 			continue
 		}
@@ -182,7 +184,7 @@ func PrimaryCNIPresent(ctx context.Context, c *Cluster) Result {
 		return fail(name, fmt.Sprintf("%d node(s) without a working pod network", len(bad)),
 			"mesh-cni chains onto the cluster's primary CNI: install that first and wait for the nodes to be Ready (docs/install.md)", bad...)
 	}
-	return ok(name, "")
+	return ok(name, fmt.Sprintf("%d Linux node(s)", linux))
 }
 
 // Cilium keeps its CNI config to itself unless cni.exclusive is false.
