@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 
 	"golang.org/x/sys/unix"
@@ -46,7 +48,7 @@ func inSandbox(netnsPath string, fn func(*sandbox) error) error {
 				return fmt.Errorf("enter netns %s: %w", netnsPath, err)
 			}
 			s := &sandbox{netnsPath: netnsPath, env: []string{
-				"PATH=" + os.Getenv("PATH") + ":/usr/sbin:/sbin:/usr/local/sbin",
+				"PATH=" + childPath(),
 				"XTABLES_LOCKFILE=" + netnsPath,
 			}}
 			// Best effort, as where SELinux or a read-only root forbids
@@ -57,6 +59,18 @@ func inSandbox(netnsPath string, fn func(*sandbox) error) error {
 		}()
 	}()
 	return <-errc
+}
+
+// childPath is PATH plus the sbin directories, without empty entries (an
+// empty entry would mean the working directory).
+func childPath() string {
+	var dirs []string
+	for _, d := range append(filepath.SplitList(os.Getenv("PATH")), searchDirs...) {
+		if d != "" && !slices.Contains(dirs, d) {
+			dirs = append(dirs, d)
+		}
+	}
+	return strings.Join(dirs, string(filepath.ListSeparator))
 }
 
 // hide gives the thread a private mount namespace in which nsswitch.conf
@@ -101,7 +115,7 @@ func (s *sandbox) run(path string, stdin string, args ...string) (string, error)
 // the sandbox, kept for the benchmark that compares the two.
 func nsenter(netnsPath, path, stdin string, args ...string) error {
 	cmd := exec.Command("nsenter", append([]string{"--net=" + netnsPath, "--", path}, args...)...)
-	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "XTABLES_LOCKFILE=" + netnsPath}
+	cmd.Env = []string{"PATH=" + childPath(), "XTABLES_LOCKFILE=" + netnsPath}
 	cmd.Stdin = strings.NewReader(stdin)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr

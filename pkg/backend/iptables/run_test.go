@@ -61,3 +61,10 @@ func TestSandbox(t *testing.T) {
 		}
 	}
 }
+
+func TestChildPath(t *testing.T) {
+	t.Setenv("PATH", "/bin::/usr/sbin:")
+	if got, want := childPath(), "/bin:/usr/sbin:/sbin:/usr/local/sbin"; got != want {
+		t.Errorf("childPath() = %q, want %q", got, want)
+	}
+}
