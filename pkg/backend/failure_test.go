@@ -224,6 +224,39 @@ func TestCheckNamesWhatIsMissing(t *testing.T) {
 	}
 }
 
+// TestReapplyDropsFamily: a dual-stack rule set, then an IPv4-only one,
+// leaves nothing of ours in IPv6.
+func TestReapplyDropsFamily(t *testing.T) {
+	v4 := testSpec(rules.TProxy)
+	v4.Families = []rules.Family{rules.IPv4}
+	for _, name := range backends {
+		t.Run(name, func(t *testing.T) {
+			b := mustNew(t, name)
+			n := newNS(t)
+			for _, rs := range []rules.RuleSet{rules.Generate(testSpec(rules.TProxy)), rules.Generate(v4)} {
+				if err := b.Apply(n.Path(), rs); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := b.Check(n.Path(), rules.Generate(v4)); err != nil {
+				t.Fatalf("Check: %v", err)
+			}
+			for _, c := range [][]string{{"ip6tables-nft-save"}, {"ip6tables-legacy-save"}, {"ip", "-6", "rule", "show"}} {
+				out, err := run(n, c[0], c[1:]...)
+				if err != nil || strings.Contains(out, "MESH_") || strings.Contains(out, "proto 109") {
+					t.Errorf("%v after the IPv4-only Apply (%v):\n%s", c, err, out)
+				}
+			}
+			if name == backend.NFTables {
+				out, err := run(n, "nft", "list", "ruleset")
+				if err != nil || strings.Contains(out, "ip6 ") {
+					t.Errorf("nft ruleset still has IPv6 rules (%v):\n%s", err, out)
+				}
+			}
+		})
+	}
+}
+
 // TestCheckNamesExtraChain adds a chain of ours the rule set lacks.
 func TestCheckNamesExtraChain(t *testing.T) {
 	add := map[string][]string{

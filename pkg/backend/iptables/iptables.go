@@ -121,8 +121,10 @@ func (b *Backend) Apply(netnsPath string, rs rules.RuleSet) error {
 	}
 	existed := false
 	err := inSandbox(netnsPath, func(s *sandbox) error {
-		for _, fam := range rs.Families {
-			input := rules.IptablesRestore(rs, fam)
+		// Both families: one the rule set no longer has may still hold
+		// rules of an earlier Apply.
+		for _, fam := range []rules.Family{rules.IPv4, rules.IPv6} {
+			input := rules.IptablesRestore(rs, fam) // empty if rs lacks fam
 			old, err := b.existing(s, fam)
 			if err != nil {
 				return err
@@ -130,6 +132,9 @@ func (b *Backend) Apply(netnsPath string, rs rules.RuleSet) error {
 			if old != nil {
 				existed = true
 				input = withCleanup(input, old.cleanup())
+			}
+			if input == "" {
+				continue
 			}
 			if err := b.restore(s, b.bins[fam].restore, input); err != nil {
 				return fmt.Errorf("%s: %w", fam, err)
