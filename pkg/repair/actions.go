@@ -34,7 +34,7 @@ func (c *controller) handle(ctx context.Context, key string) (retry bool, err er
 	if !broken {
 		return false, nil
 	}
-	if c.opts.Policy == Label && c.labelled(pod) {
+	if c.done(pod, false) || (c.opts.Policy == Label && c.labelled(pod)) {
 		return false, nil
 	}
 	if err := c.limiter.Wait(ctx); err != nil {
@@ -59,6 +59,7 @@ func (c *controller) handle(ctx context.Context, key string) (retry bool, err er
 	}
 	switch outcome {
 	case Repaired:
+		c.done(pod, true)
 		c.opts.Log.Info("repaired pod", "pod", key, "policy", c.opts.Policy, "validator", v.Container, "exitCode", term.ExitCode)
 		return false, nil
 	case Blocked:

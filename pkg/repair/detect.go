@@ -25,10 +25,16 @@ func DefaultValidators() []Validator {
 
 // Broken reports whether the pod started without redirection: one of the
 // validators terminated with its exit code and has not passed since. A pod
-// being deleted is never broken (it is already going away).
+// being deleted or evicted (DisruptionTarget condition) is never broken: it
+// is already going away.
 func Broken(pod *corev1.Pod, validators []Validator) (Validator, *corev1.ContainerStateTerminated, bool) {
 	if pod.DeletionTimestamp != nil {
 		return Validator{}, nil, false
+	}
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.DisruptionTarget && c.Status == corev1.ConditionTrue {
+			return Validator{}, nil, false
+		}
 	}
 	for _, st := range pod.Status.InitContainerStatuses {
 		for _, v := range validators {

@@ -17,6 +17,7 @@ func TestBroken(t *testing.T) {
 		name      string
 		status    corev1.ContainerStatus
 		deleting  bool
+		evicting  bool
 		want      bool
 		container string
 	}{
@@ -55,6 +56,10 @@ func TestBroken(t *testing.T) {
 			Name:  "istio-validation",
 			State: corev1.ContainerState{Terminated: terminated(126)},
 		}},
+		{name: "being evicted", evicting: true, status: corev1.ContainerStatus{
+			Name:  "istio-validation",
+			State: corev1.ContainerState{Terminated: terminated(126)},
+		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			pod := &corev1.Pod{Status: corev1.PodStatus{InitContainerStatuses: []corev1.ContainerStatus{
@@ -63,6 +68,9 @@ func TestBroken(t *testing.T) {
 			}}}
 			if tc.deleting {
 				pod.DeletionTimestamp = &now
+			}
+			if tc.evicting {
+				pod.Status.Conditions = []corev1.PodCondition{{Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue}}
 			}
 			v, term, got := Broken(pod, DefaultValidators())
 			if got != tc.want {

@@ -13,11 +13,13 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
@@ -134,6 +136,12 @@ type controller struct {
 	queue    workqueue.TypedRateLimitingInterface[string]
 	limiter  flowcontrol.RateLimiter
 	recorder record.EventRecorder
+
+	// repaired remembers the pods acted on: the cache can still show a
+	// repaired pod as broken for a moment, and a second action (and Event)
+	// would be noise. Entries go when the pod is deleted, or after an hour.
+	mu       sync.Mutex
+	repaired map[types.UID]time.Time
 }
 
 // Run watches the pods of opts.NodeName and repairs broken ones until ctx
@@ -154,12 +162,14 @@ func Run(ctx context.Context, client kubernetes.Interface, opts Options) error {
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.NewTypedItemExponentialFailureRateLimiter[string](opts.RetryBase, opts.RetryMax),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "mesh-cni-repair"}),
-		limiter: flowcontrol.NewTokenBucketRateLimiter(opts.ActionsPerSecond, opts.Burst),
+		limiter:  flowcontrol.NewTokenBucketRateLimiter(opts.ActionsPerSecond, opts.Burst),
+		repaired: map[types.UID]time.Time{},
 	}
 	_ = c.informer.SetTransform(slim)
 	_, _ = c.informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    c.enqueue,
 		UpdateFunc: func(_, obj any) { c.enqueue(obj) },
+		DeleteFunc: c.forget,
 	})
 
 	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
@@ -199,6 +209,34 @@ func (c *controller) enqueue(obj any) {
 	}
 }
 
+func (c *controller) forget(obj any) {
+	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = t.Obj
+	}
+	if pod, ok := obj.(*corev1.Pod); ok {
+		c.mu.Lock()
+		delete(c.repaired, pod.UID)
+		c.mu.Unlock()
+	}
+}
+
+// done reports whether pod was repaired already, and with mark records it.
+func (c *controller) done(pod *corev1.Pod, mark bool) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := time.Now()
+	for uid, at := range c.repaired {
+		if now.Sub(at) > time.Hour {
+			delete(c.repaired, uid)
+		}
+	}
+	_, seen := c.repaired[pod.UID]
+	if mark {
+		c.repaired[pod.UID] = now
+	}
+	return seen
+}
+
 // next handles one queued pod; false once the queue is shut down.
 func (c *controller) next(ctx context.Context) bool {
 	key, quit := c.queue.Get()
@@ -236,5 +274,10 @@ func slim(obj any) (any, error) {
 	s.Spec.NodeName = p.Spec.NodeName
 	s.Status.Phase = p.Status.Phase
 	s.Status.InitContainerStatuses = p.Status.InitContainerStatuses
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.DisruptionTarget {
+			s.Status.Conditions = append(s.Status.Conditions, c)
+		}
+	}
 	return s, nil
 }
