@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -54,33 +53,9 @@ func add(conf *config.NetConf, args *skel.CmdArgs, log *slog.Logger, ev *node.Ev
 	}
 	netns.Close()
 
-	namespace, name, err := podID(args.Args)
-	if err != nil {
+	d, err := judgePod(conf, args, log, ev)
+	if err != nil || !d.Meshed {
 		return err
-	}
-	ev.Namespace, ev.Pod = namespace, name
-	if why := exempt(conf, namespace, name); why != "" {
-		ev.Decision, ev.Reason = "skipped", why
-		return nil
-	}
-	fams, err := podFamilies(conf.Result, args.Netns)
-	if err != nil {
-		return types.NewError(types.ErrInvalidNetNS, "cannot read the pod's addresses", err.Error())
-	}
-	d, err := judge(context.Background(), conf, log, namespace, name, fams)
-	if err != nil {
-		return err
-	}
-	ev.Mesh, ev.Reason = d.Mesh, d.Reason
-	if !d.Meshed {
-		ev.Decision = "skipped"
-		return nil
-	}
-	if err := checkIPv6(conf, fams); err != nil {
-		return err
-	}
-	if d.Spec == nil {
-		return cniErr(ErrApply, "pod %s/%s: mesh %s decided without a rule spec", namespace, name, d.Mesh)
 	}
 	b, err := backend.New(conf.Backend)
 	if err != nil {
@@ -94,7 +69,7 @@ func add(conf *config.NetConf, args *skel.CmdArgs, log *slog.Logger, ev *node.Ev
 		if derr := b.Delete(args.Netns); derr != nil {
 			err = errors.Join(err, derr)
 		}
-		return cniErr(ErrApply, "write %s rules for pod %s/%s with %s: %v", d.Mesh, namespace, name, b.Name(), err)
+		return cniErr(ErrApply, "write %s rules for pod %s/%s with %s: %v", d.Mesh, ev.Namespace, ev.Pod, b.Name(), err)
 	}
 	log.Debug("rules applied", "backend", b.Name(), "families", fmt.Sprint(d.Spec.Families), "us", time.Since(applyStart).Microseconds())
 	ev.Decision = "meshed"

@@ -30,6 +30,12 @@ func lookupPod(ctx context.Context, agentSocket, kubeconfig, ns, name string, ti
 		return pod, nil
 	}
 	pod, kerr := podFromAPI(ctx, kubeconfig, ns, name)
+	var conn *net.OpError
+	if kerr != nil && errors.As(kerr, &conn) && ctx.Err() == nil {
+		// The connection failed before any answer (a busy API server
+		// resets handshakes): one more try, within the same budget.
+		pod, kerr = podFromAPI(ctx, kubeconfig, ns, name)
+	}
 	if kerr == nil {
 		return pod, nil
 	}

@@ -9,12 +9,14 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/containernetworking/cni/pkg/skel"
 	"github.com/containernetworking/cni/pkg/types"
 	current "github.com/containernetworking/cni/pkg/types/100"
 	"github.com/containernetworking/plugins/pkg/ns"
 
 	"github.com/mesh-cni/mesh-cni/pkg/config"
 	"github.com/mesh-cni/mesh-cni/pkg/mesh"
+	"github.com/mesh-cni/mesh-cni/pkg/node"
 	"github.com/mesh-cni/mesh-cni/pkg/rules"
 )
 
@@ -88,6 +90,38 @@ func podFamilies(res *current.Result, netns string) ([]rules.Family, error) {
 	}
 	slices.Sort(fams)
 	return fams, nil
+}
+
+// judgePod is what ADD and CHECK share: name the pod, let exempt pods
+// through, find its families and decide. It fills ev as it goes; the pod is
+// to be redirected only when the decision says Meshed.
+func judgePod(conf *config.NetConf, args *skel.CmdArgs, log *slog.Logger, ev *node.Event) (mesh.Decision, error) {
+	namespace, name, err := podID(args.Args)
+	if err != nil {
+		return mesh.Decision{}, err
+	}
+	ev.Namespace, ev.Pod = namespace, name
+	if why := exempt(conf, namespace, name); why != "" {
+		ev.Decision, ev.Reason = "skipped", why
+		return mesh.Decision{Reason: why}, nil
+	}
+	fams, err := podFamilies(conf.Result, args.Netns)
+	if err != nil {
+		return mesh.Decision{}, types.NewError(types.ErrInvalidNetNS, "cannot read the pod's addresses", err.Error())
+	}
+	d, err := judge(context.Background(), conf, log, namespace, name, fams)
+	if err != nil {
+		return d, err
+	}
+	ev.Mesh, ev.Reason = d.Mesh, d.Reason
+	if !d.Meshed {
+		ev.Decision = "skipped"
+		return d, nil
+	}
+	if d.Spec == nil {
+		return d, cniErr(ErrApply, "pod %s/%s: mesh %s decided without a rule spec", namespace, name, d.Mesh)
+	}
+	return d, checkIPv6(conf, fams)
 }
 
 // judge decides the pod: from the runtime's annotations when they can,

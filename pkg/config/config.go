@@ -6,9 +6,9 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"path/filepath"
 	"slices"
-	"sort"
 	"strings"
 	"time"
 
@@ -189,7 +189,7 @@ func (c *NetConf) validate() error {
 			return invalid("excludeNamespaces", ns, "not a namespace name")
 		}
 	}
-	for _, name := range sortedKeys(c.Meshes) {
+	for _, name := range slices.Sorted(maps.Keys(c.Meshes)) {
 		if err := mesh.Validate(name, c.Meshes[name]); err != nil {
 			return types.NewError(types.ErrInvalidNetworkConfig, "invalid mesh config: "+err.Error(), "")
 		}
@@ -212,7 +212,7 @@ func parseMeshes(raw json.RawMessage) (map[string]mesh.Config, error) {
 	if err := json.Unmarshal(raw, &byName); err != nil {
 		return nil, types.NewError(types.ErrDecodingFailure, "failed to decode \"meshes\"", err.Error())
 	}
-	for _, name := range sortedKeys(byName) {
+	for _, name := range slices.Sorted(maps.Keys(byName)) {
 		if _, known := out[name]; !known {
 			return nil, types.NewError(types.ErrUnsupportedField,
 				fmt.Sprintf("unknown mesh profile %q in \"meshes\"", name),
@@ -231,7 +231,8 @@ func parseMeshes(raw json.RawMessage) (map[string]mesh.Config, error) {
 		if name == mesh.Custom && mc.Enabled == nil {
 			// The custom profile has no defaults to run with; it is on
 			// only when asked for.
-			mc.Enabled = ptr(true)
+			on := true
+			mc.Enabled = &on
 		}
 		out[name] = mc
 	}
@@ -254,14 +255,3 @@ func isDNSLabel(s string) bool {
 	}
 	return true
 }
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
-}
-
-func ptr[T any](v T) *T { return &v }
