@@ -64,7 +64,9 @@ func kustomizeInstall(repo, tag string) {
 	dir, err := os.MkdirTemp("", "mesh-cni-overlay-")
 	Expect(err).NotTo(HaveOccurred())
 	defer os.RemoveAll(dir)
-	base := filepath.Join(repoRoot(), "kustomize", "base")
+	// kustomize takes only relative paths to other roots.
+	base, err := filepath.Rel(dir, filepath.Join(repoRoot(), "kustomize", "base"))
+	Expect(err).NotTo(HaveOccurred())
 	k := fmt.Sprintf(`apiVersion: kustomize.config.k8s.io/v1beta1
 kind: Kustomization
 resources:
