@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -170,7 +171,8 @@ func TestAgentAgainstAPIServer(t *testing.T) {
 	ns, _, token := agentClient(t, env)
 	ctx := context.Background()
 	nodeName := "node-" + ns
-	env.Node(t, nodeName)
+	const startupTaint = "mesh-cni.io/agent-not-ready"
+	env.Node(t, nodeName, corev1.Taint{Key: startupTaint, Effect: corev1.TaintEffectNoSchedule})
 	bin := buildAgent(t)
 
 	root := t.TempDir()
@@ -191,14 +193,15 @@ func TestAgentAgainstAPIServer(t *testing.T) {
 	u, _ := url.Parse(env.Host)
 	probe := freeAddrT(t)
 
+	var logs syncBuffer
 	start := func() *exec.Cmd {
 		cmd := exec.Command(bin, "--cni-bin-dir", d("host/opt/cni/bin"), "--cni-conf-dir", d("host/etc/cni/net.d"),
 			"--state-dir", d("host/var/lib/mesh-cni"), "--run-dir", d("host/var/run/mesh-cni"),
 			"--plugin-config", d("img/plugin.json"), "--plugin-binary", d("img/mesh-cni"),
-			"--token-path", d("sa/token"), "--probe-addr", probe, "--metrics-addr", freeAddrT(t), "--repair=false")
+			"--token-path", d("sa/token"), "--probe-addr", probe, "--metrics-addr", freeAddrT(t),
+			"--startup-taint", startupTaint, "--log-level=debug")
 		cmd.Env = append(os.Environ(), "KUBERNETES_SERVICE_HOST="+u.Hostname(), "KUBERNETES_SERVICE_PORT="+u.Port(),
 			"NODE_NAME="+nodeName, "POD_NAMESPACE="+ns)
-		var logs bytes.Buffer
 		cmd.Stderr = &logs
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
@@ -237,7 +240,26 @@ func TestAgentAgainstAPIServer(t *testing.T) {
 		}
 		return &st
 	}
-	waitFor(t, func() bool { st := status(); return st != nil && st.Ready })
+	waitFor(t, func() bool {
+		st := status()
+		return st != nil && st.Ready
+	})
+	// Ready: the startup taint goes, the pod cache answers on agent.sock.
+	waitFor(t, func() bool {
+		n, err := env.Client.CoreV1().Nodes().Get(ctx, nodeName, metav1.GetOptions{})
+		if err != nil {
+			return false
+		}
+		for _, tn := range n.Spec.Taints {
+			if tn.Key == startupTaint {
+				return false
+			}
+		}
+		return true
+	})
+	if fi, err := os.Stat(d("host/var/run/mesh-cni/agent.sock")); err != nil || fi.Mode()&os.ModeSocket == 0 {
+		t.Errorf("agent.sock: %v", err)
+	}
 	st := status()
 	if st.Conf != primary || st.Backend != "nftables" || st.Version == "" || st.Kubeconfig == "" {
 		t.Errorf("status %+v", st)
@@ -311,6 +333,28 @@ func TestAgentAgainstAPIServer(t *testing.T) {
 	if st := status(); st != nil {
 		t.Errorf("status annotation left after uninstall: %+v", st)
 	}
+	// Everything the agent did, it was allowed to do by the chart's RBAC.
+	if l := logs.String(); strings.Contains(l, "forbidden") {
+		t.Errorf("the chart's RBAC forbade something:\n%s", l)
+	}
+}
+
+// syncBuffer collects a child's stderr while the test reads it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
 
 func buildAgent(t *testing.T) string {

@@ -178,10 +178,6 @@ func firstReady(ctx context.Context, client kubernetes.Interface, cfg *config, l
 		return nil
 	}
 	return func() {
-		if removeTaint == nil {
-			log.Error("startup taint removal is not built into this agent", "taint", cfg.startupTaint)
-			return
-		}
 		for backoff := time.Second; ctx.Err() == nil; {
 			err := removeTaint(ctx, client, cfg.nodeName, cfg.startupTaint)
 			if err == nil {

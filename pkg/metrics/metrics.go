@@ -51,7 +51,7 @@ var (
 	})
 
 	// RepairActions counts what the repair controller did, by policy
-	// (evict, delete, label) and result (success, skipped, failed).
+	// (evict, delete, label) and result (repaired, blocked, failed).
 	RepairActions = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "mesh_cni_repair_actions_total",
 		Help: "Repair controller actions on pods that started without redirection, by policy and result.",
