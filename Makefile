@@ -122,14 +122,25 @@ E2E_TIMEOUT ?= 60m
 E2E_ENV = E2E_IMAGES="$(IMAGE_TAR) $(PROXY_TAR)" E2E_NODE_IMAGE=$(KIND_NODE_IMAGE) \
 	HELM=$$(bash hack/chart-tools.sh helm | tail -n1)/helm \
 	KUBECTL=$$(bash hack/build-k8s.sh kubectl | tail -n1)/kubectl
-E2E_GO_TEST = $(GO) test -tags e2e -count=1 -timeout $(E2E_TIMEOUT) ./e2e -ginkgo.v -ginkgo.label-filter='$(E2E_LABELS)'
+E2E_GO_TEST = $(GO) test -v -tags e2e -count=1 -timeout $(E2E_TIMEOUT) ./e2e -ginkgo.v -ginkgo.no-color -ginkgo.label-filter='$(E2E_LABELS)'
+# The other cluster shapes run the smoke specs unless E2E_LABELS says otherwise.
+E2E_GO_SMOKE = $(GO) test -v -tags e2e -count=1 -timeout $(E2E_TIMEOUT) ./e2e -ginkgo.v -ginkgo.no-color -ginkgo.label-filter='$(or $(E2E_LABELS),smoke)'
 test-e2e: image-tar testproxy-tar kind-image
 	$(E2E_ENV) E2E_INSTALL=helm E2E_CLUSTER=mesh-cni-e2e-helm \
 	  E2E_KIND_CONFIG=$(CURDIR)/kind-configs/multi-node.yaml $(E2E_GO_TEST)
 	$(E2E_ENV) E2E_INSTALL=kustomize E2E_CLUSTER=mesh-cni-e2e-kustomize \
-	  E2E_KIND_CONFIG=$(CURDIR)/kind-configs/single-node.yaml $(E2E_GO_TEST)
+	  E2E_KIND_CONFIG=$(CURDIR)/kind-configs/single-node.yaml $(E2E_GO_SMOKE)
+	$(E2E_ENV) E2E_INSTALL=helm E2E_CLUSTER=mesh-cni-e2e-dual \
+	  E2E_KIND_CONFIG=$(CURDIR)/kind-configs/dual-stack.yaml $(E2E_GO_SMOKE)
 
-.PHONY: kind-image testproxy-tar test-e2e demo demo-down
+## test-e2e-more: the IPv6-only and GKE-path clusters (smoke specs)
+test-e2e-more: image-tar testproxy-tar kind-image
+	$(E2E_ENV) E2E_CLUSTER=mesh-cni-e2e-ipv6 \
+	  E2E_KIND_CONFIG=$(CURDIR)/kind-configs/ipv6.yaml $(E2E_GO_SMOKE)
+	$(E2E_ENV) E2E_CLUSTER=mesh-cni-e2e-gke E2E_HELM_SET=platform=gke \
+	  E2E_KIND_CONFIG=$(CURDIR)/kind-configs/gke-like.yaml $(E2E_GO_SMOKE)
+
+.PHONY: kind-image testproxy-tar test-e2e test-e2e-more demo demo-down
 
 ## demo: a kind cluster with mesh-cni (Helm) and a meshed app, with the proxy's evidence
 demo: image-tar testproxy-tar kind-image

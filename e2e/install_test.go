@@ -54,6 +54,10 @@ func helmInstall(repo, tag string, extra ...string) {
 		"--namespace", meshNamespace, "--create-namespace",
 		"--set", "image.repository="+repo, "--set", "image.tag="+tag,
 		"--wait", "--timeout", "5m")
+	// E2E_HELM_SET: extra --set values, e.g. platform=gke for kind-configs/gke-like.yaml.
+	for _, kv := range strings.Fields(os.Getenv("E2E_HELM_SET")) {
+		args = append(args, "--set", kv)
+	}
 	out, err := run(tool("HELM", "helm"), append(args, extra...)...)
 	Expect(err).NotTo(HaveOccurred(), out)
 }

@@ -44,6 +44,20 @@ func redirectSpecs(mesh string, c contract, skipPortAnn, skipSubnetAnn string) {
 			Expect(r.Orig).To(Equal(hostPort(peer, 8080)))
 		})
 
+		It("redirects every IP family the pods have (dual-stack: IPv4 and IPv6)", func() {
+			for _, ip := range pods["peer"].Status.PodIPs {
+				r := mustConnect(ns, "client", "app", ip.IP, 8080)
+				Expect(r.Name).To(Equal("proxy"), "outbound to %s", ip.IP)
+				Expect(r.Orig).To(Equal(hostPort(ip.IP, 8080)))
+			}
+			for _, ip := range pods["client"].Status.PodIPs {
+				r := mustConnect(ns, "peer", "app", ip.IP, 8080)
+				Expect(r.Name).To(Equal("proxy"), "inbound to %s", ip.IP)
+				Expect(r.Role).To(Equal("inbound"))
+				Expect(r.Orig).To(Equal(hostPort(ip.IP, 8080)))
+			}
+		})
+
 		It("sends inbound connections to the proxy with their original destination", func() {
 			ip := pods["client"].Status.PodIP
 			r := mustConnect(ns, "peer", "app", ip, 9090)
