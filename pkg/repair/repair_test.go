@@ -302,3 +302,28 @@ func TestLabelPolicy(t *testing.T) {
 		t.Fatalf("label attempts: %d, want 2 (%v)", n, a.list)
 	}
 }
+
+// Custom validators replace the defaults; a label selector limits the pods.
+func TestValidatorsAndSelector(t *testing.T) {
+	env := testenv.Start(t)
+	ns := env.Namespace(t, "repair")
+	env.Node(t, "rp-custom")
+	meshed := map[string]string{"mesh": "yes"}
+	podWithValidator(t, env.Client, ns, "custom", "rp-custom", "custom-check", 3, meshed)
+	podWithValidator(t, env.Client, ns, "custom-unselected", "rp-custom", "custom-check", 3, nil)
+	podWithValidator(t, env.Client, ns, "istio", "rp-custom", "istio-validation", 126, meshed)
+	a := startRepair(t, env.Client, Options{
+		NodeName: "rp-custom", Policy: Delete, LabelSelector: "mesh=yes",
+		Validators: []Validator{{Container: "custom-check", ExitCode: 3}},
+	})
+	eventually(t, "custom validator's pod deleted", func() bool { return terminating(t, env.Client, ns, "custom") })
+	// The marker pod is queued after the others: once it is repaired, the
+	// others have been judged.
+	podWithValidator(t, env.Client, ns, "marker", "rp-custom", "custom-check", 3, meshed)
+	eventually(t, "marker deleted", func() bool { return terminating(t, env.Client, ns, "marker") })
+	never(t, "pod outside the selector deleted", func() bool { return terminating(t, env.Client, ns, "custom-unselected") })
+	never(t, "default validator still recognised", func() bool { return terminating(t, env.Client, ns, "istio") })
+	if n := a.count(Repaired); n != 2 {
+		t.Fatalf("attempts: %v", a.list)
+	}
+}
