@@ -170,10 +170,14 @@ func tproxyChains(s Spec) []Chain {
 		{Verdict: Verdict{Kind: SetMark, Mark: *mark}, Comment: cm("divert-mark")},
 		{Verdict: Verdict{Kind: Accept}, Comment: cm("divert")},
 	}}
-	tproxy := Chain{Name: ChainTProxy, Rules: []Rule{{
-		Proto: TCP, Dst: loopbackHosts, NotDst: true,
-		Verdict: Verdict{Kind: TProxyTo, Port: s.InboundPort, Mark: *mark}, Comment: cm("tproxy"),
-	}}}
+	// The drop makes nft fail closed like iptables: nft's tproxy does not
+	// match when no proxy socket takes the packet, and the connection
+	// would reach the app directly. iptables' TPROXY never gets there.
+	toProxy := Rule{Proto: TCP, Dst: loopbackHosts, NotDst: true,
+		Verdict: Verdict{Kind: TProxyTo, Port: s.InboundPort, Mark: *mark}, Comment: cm("tproxy")}
+	noProxy := toProxy
+	noProxy.Verdict, noProxy.Comment = Verdict{Kind: Drop}, cm("tproxy-no-proxy")
+	tproxy := Chain{Name: ChainTProxy, Rules: []Rule{toProxy, noProxy}}
 
 	in := Chain{Name: ChainTProxyInbound, Hook: PreRouting}
 	in.Rules = append(in.Rules, excludeIfaceRules(s, true)...)

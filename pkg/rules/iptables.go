@@ -209,7 +209,7 @@ func iptVerdict(v Verdict) []string {
 		return []string{"-j", "CONNMARK", "--save-mark"}
 	case ConnmarkRestore:
 		return []string{"-j", "CONNMARK", "--restore-mark"}
-	default: // Return, Accept
+	default: // Return, Accept, Drop
 		return []string{"-j", string(v.Kind)}
 	}
 }

@@ -189,6 +189,8 @@ func nftVerdict(v Verdict, fam Family) string {
 		return "return"
 	case Accept:
 		return "accept"
+	case Drop:
+		return "drop"
 	case Jump:
 		return "jump " + v.Chain
 	case RedirectTo:

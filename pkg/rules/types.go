@@ -23,6 +23,10 @@
 //   - nft: with a single family in RuleSet.Families, a rule without an
 //     address match also matches "meta nfproto" of that family (so nft and
 //     iptables program the same traffic). See rules.NftRule, NftBaseChain.
+//   - Verdict kind Drop ("-j DROP", nft "drop"; not in the nat table). TPROXY
+//     mode follows the TPROXY rule with a drop of the same match: nft's
+//     tproxy is not terminal, and without it a connection reached the app
+//     directly while no proxy listened (iptables' TPROXY drops it).
 
 // Package rules turns a redirect Spec into a RuleSet: a backend-neutral
 // description of the tables, chains and rules one pod netns gets. It is
@@ -169,6 +173,7 @@ const (
 	Return          VerdictKind = "RETURN"
 	Jump            VerdictKind = "JUMP"
 	Accept          VerdictKind = "ACCEPT"
+	Drop            VerdictKind = "DROP"
 	RedirectTo      VerdictKind = "REDIRECT"
 	TProxyTo        VerdictKind = "TPROXY"
 	SetMark         VerdictKind = "MARK"

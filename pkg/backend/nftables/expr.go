@@ -343,6 +343,8 @@ func verdict(v rules.Verdict, fam rules.Family) ([]expr.Any, error) {
 		return []expr.Any{&expr.Verdict{Kind: expr.VerdictReturn}}, nil
 	case rules.Accept:
 		return []expr.Any{&expr.Verdict{Kind: expr.VerdictAccept}}, nil
+	case rules.Drop:
+		return []expr.Any{&expr.Verdict{Kind: expr.VerdictDrop}}, nil
 	case rules.Jump:
 		return []expr.Any{&expr.Verdict{Kind: expr.VerdictJump, Chain: v.Chain}}, nil
 	case rules.RedirectTo:

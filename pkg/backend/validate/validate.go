@@ -20,8 +20,9 @@ var ctStates = map[string]bool{"NEW": true, "ESTABLISHED": true, "RELATED": true
 
 // RuleSet returns an error naming the first thing in rs that cannot be
 // programmed: unknown table or hook, a chain outside our prefix, a jump to a
-// missing chain, a redirect to port 0, a bad interface name, port range or
-// policy route.
+// missing chain, a redirect to port 0, a drop in the nat table, a negated
+// address list with several prefixes of one family, a bad interface name,
+// port range or policy route.
 func RuleSet(rs rules.RuleSet) error {
 	if len(rs.Families) == 0 {
 		return fmt.Errorf("rule set has no address family")
@@ -57,6 +58,21 @@ func RuleSet(rs rules.RuleSet) error {
 		}
 		if p.Table <= 0 || p.Table >= 253 && p.Table <= 255 {
 			return fmt.Errorf("policy route: table %d is reserved or invalid", p.Table)
+		}
+	}
+	return nil
+}
+
+// negatedList rejects a negated address list with more than one prefix of
+// a family: iptables cannot say "! -d a,b" in one rule, and one rule per
+// prefix would match everything (each negation lets the other prefix in).
+func negatedList(what string, ps []netip.Prefix, negated bool) error {
+	if !negated {
+		return nil
+	}
+	for _, f := range []rules.Family{rules.IPv4, rules.IPv6} {
+		if fps := rules.ForFamily(ps, f); len(fps) > 1 {
+			return fmt.Errorf("negated %s list has %d %s prefixes %v: iptables holds at most one per family in a negated match", what, len(fps), f, fps)
 		}
 	}
 	return nil
@@ -121,6 +137,12 @@ func rule(table string, chains map[string]rules.Hook, r rules.Rule) error {
 			return fmt.Errorf("invalid address prefix %s", p)
 		}
 	}
+	if err := negatedList("source", r.Src, r.NotSrc); err != nil {
+		return err
+	}
+	if err := negatedList("destination", r.Dst, r.NotDst); err != nil {
+		return err
+	}
 	for _, s := range r.CtState {
 		if !ctStates[s] {
 			return fmt.Errorf("unknown conntrack state %q", s)
@@ -130,6 +152,10 @@ func rule(table string, chains map[string]rules.Hook, r rules.Rule) error {
 	switch v.Kind {
 	case rules.Return, rules.Accept, rules.ConnmarkRestore:
 	case rules.ConnmarkSave:
+	case rules.Drop:
+		if table == "nat" {
+			return fmt.Errorf("DROP in the nat table (iptables refuses it there)")
+		}
 	case rules.Jump:
 		hook, ok := chains[v.Chain]
 		if !ok {

@@ -2,6 +2,7 @@ package validate
 
 import (
 	"net/netip"
+	"slices"
 	"strings"
 	"testing"
 
@@ -16,12 +17,30 @@ func TestRuleSet(t *testing.T) {
 	if err := RuleSet(good()); err != nil {
 		t.Fatalf("generated rule set: %v", err)
 	}
+	// What stays allowed: one prefix per family in a negated list, several
+	// when not negated, and a drop outside nat.
+	mixed := []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("fd00::/8")}
+	for _, r := range []rules.Rule{
+		{Proto: rules.TCP, Dst: mixed, NotDst: true, Verdict: rules.Verdict{Kind: rules.Return}},
+		{Proto: rules.TCP, Src: append(mixed, netip.MustParsePrefix("192.168.0.0/16")), Verdict: rules.Verdict{Kind: rules.Return}},
+	} {
+		rs := good()
+		rs.Tables[0].Chains[0].Rules = append(rs.Tables[0].Chains[0].Rules, r)
+		if err := RuleSet(rs); err != nil {
+			t.Errorf("%+v: %v", r, err)
+		}
+	}
+	if rs := good(); rs.Tables[1].Name != "mangle" || !slices.ContainsFunc(rs.Tables[1].Chains, hasDrop) {
+		t.Errorf("TPROXY rule set has no drop in mangle: %+v", rs.Tables)
+	}
 	rule := func(r rules.Rule) rules.RuleSet {
 		rs := good()
 		rs.Tables[0].Chains[0].Rules = append(rs.Tables[0].Chains[0].Rules, r)
 		return rs
 	}
 	redirect := rules.Verdict{Kind: rules.RedirectTo, Port: 1}
+	two4 := []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("192.168.0.0/16")}
+	two6 := []netip.Prefix{netip.MustParsePrefix("fd00::/8"), netip.MustParsePrefix("::1/128")}
 	for _, tc := range []struct {
 		rs   rules.RuleSet
 		want string
@@ -42,7 +61,10 @@ func TestRuleSet(t *testing.T) {
 		{rule(rules.Rule{InIface: "a-very-long-interface", Verdict: redirect}), "bad interface"},
 		{rule(rules.Rule{Dst: []netip.Prefix{{}}, Verdict: redirect}), "invalid address prefix"},
 		{rule(rules.Rule{CtState: []string{"SYN"}, Verdict: redirect}), "conntrack state"},
-		{rule(rules.Rule{Verdict: rules.Verdict{Kind: "DROP"}}), "unknown verdict"},
+		{rule(rules.Rule{Verdict: rules.Verdict{Kind: "REJECT"}}), "unknown verdict"},
+		{rule(rules.Rule{Proto: rules.TCP, Verdict: rules.Verdict{Kind: rules.Drop}}), "DROP in the nat table"},
+		{rule(rules.Rule{Proto: rules.TCP, Dst: two4, NotDst: true, Verdict: redirect}), "negated destination list has 2 ipv4 prefixes"},
+		{rule(rules.Rule{Src: append(two6, two4[0]), NotSrc: true, Verdict: rules.Verdict{Kind: rules.Return}}), "negated source list has 2 ipv6 prefixes"},
 		{rule(rules.Rule{Proto: "sctp", Verdict: redirect}), "unknown protocol"},
 		{rule(rules.Rule{Proto: rules.TCP, Verdict: rules.Verdict{Kind: rules.TProxyTo, Port: 1}}), "outside the mangle table"},
 	} {
@@ -51,4 +73,8 @@ func TestRuleSet(t *testing.T) {
 			t.Errorf("got %v, want an error containing %q", err, tc.want)
 		}
 	}
+}
+
+func hasDrop(c rules.Chain) bool {
+	return slices.ContainsFunc(c.Rules, func(r rules.Rule) bool { return r.Verdict.Kind == rules.Drop })
 }
