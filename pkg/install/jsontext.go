@@ -145,10 +145,12 @@ func rootObject(b []byte) (span, error) {
 	return span{i, end}, nil
 }
 
+// findMember returns the last member named key: encoding/json (and so
+// libcni) lets a later duplicate win, and we must edit what it reads.
 func findMember(ms []member, key string) (member, bool) {
-	for _, m := range ms {
-		if m.key == key {
-			return m, true
+	for i := len(ms) - 1; i >= 0; i-- {
+		if ms[i].key == key {
+			return ms[i], true
 		}
 	}
 	return member{}, false
