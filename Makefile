@@ -44,6 +44,7 @@ test-fuzz:
 	$(GO) test -run=^$$ -fuzz=^FuzzParsePorts$$ -fuzztime=$(FUZZTIME) ./pkg/mesh
 	$(GO) test -run=^$$ -fuzz=^FuzzParseCIDRs$$ -fuzztime=$(FUZZTIME) ./pkg/mesh
 	$(GO) test -run=^$$ -fuzz=^FuzzDecide$$ -fuzztime=$(FUZZTIME) ./pkg/mesh
+	$(GO) test -run=^$$ -fuzz=^FuzzChain$$ -fuzztime=$(FUZZTIME) ./pkg/install
 	$(GO) test -run=^$$ -fuzz=^FuzzParse$$ -fuzztime=$(FUZZTIME) ./pkg/config
 
 bench: bench-agent bench-backend bench-plugin bench-chart
