@@ -50,6 +50,8 @@ func setUpCluster(ctx SpecContext) shared {
 			Expect(p.Delete(s.Cluster, s.Kubeconfig)).To(Succeed())
 		}
 		if strings.Contains(string(raw), gkeBinDir) {
+			// Fresh, so nothing a previous cluster left there can stand in for this install.
+			Expect(os.RemoveAll(gkeBinDir)).To(Succeed())
 			Expect(os.MkdirAll(gkeBinDir, 0o755)).To(Succeed())
 		}
 		opts := []cluster.CreateOption{

@@ -175,6 +175,8 @@ var _ = Describe("uninstall", Serial, Ordered, Label("uninstall"), func() {
 		Expect(pluginTypes(chained)).To(ContainElement("mesh-cni"))
 
 		By("uninstalling (" + env.Install + ")")
+		// Install again afterwards, pass or fail, for the specs that follow.
+		DeferCleanup(func(ctx SpecContext) { reinstall(ctx) })
 		uninstall(ctx)
 
 		Eventually(ctx, func() []string {
@@ -193,8 +195,6 @@ var _ = Describe("uninstall", Serial, Ordered, Label("uninstall"), func() {
 		r := mustConnect(ns, "client", "app", got["peer"].Status.PodIP, 8080)
 		Expect(r.Name).To(Equal("peer"), "no redirect after uninstall")
 
-		By("installing again for the specs that follow")
-		reinstall(ctx)
 	})
 })
 
