@@ -9,7 +9,7 @@ BIN := $(CURDIR)/bin
 # Test packages in parallel, but not more than the cores we have.
 GOTEST := $(GO) test -count=1 -p 2
 
-.PHONY: bench-plugin all build deps k8s-bins test test-unit test-fuzz bench bench-agent clean image image-tar chart-lint kustomize-base test-chart bench-chart
+.PHONY: bench-plugin bench-podcache all build deps k8s-bins test test-unit test-fuzz bench bench-agent clean image image-tar chart-lint kustomize-base test-chart bench-chart
 
 all: build
 
@@ -47,7 +47,11 @@ test-fuzz:
 	$(GO) test -run=^$$ -fuzz=^FuzzChain$$ -fuzztime=$(FUZZTIME) ./pkg/install
 	$(GO) test -run=^$$ -fuzz=^FuzzParse$$ -fuzztime=$(FUZZTIME) ./pkg/config
 
-bench: bench-agent bench-backend bench-plugin bench-chart
+bench: bench-agent bench-backend bench-plugin bench-chart bench-podcache
+
+## bench-podcache: one plugin pod lookup over the agent socket (real API server behind the cache)
+bench-podcache: k8s-bins
+	$(GO) test -count=1 -run '^$$' -bench '^BenchmarkLookup$$' -benchmem ./pkg/podcache
 
 ## bench-agent: re-chain latency over 1000 primary rewrites and steady-state RSS of the real agent binary
 bench-agent: build
