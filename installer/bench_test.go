@@ -3,9 +3,11 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"fmt"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,12 +18,18 @@ import (
 	"time"
 
 	"github.com/fsnotify/fsnotify"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/mesh-cni/mesh-cni/pkg/testenv"
 )
 
-// BenchmarkAgent runs the real agent binary on temp dirs, rewrites the
-// primary config 1000 times the way a CNI daemon does (temp file +
-// rename), and measures how long each time until our entry is back; then
-// the agent's resident memory at steady state. Run with -benchtime=1x
+// BenchmarkAgent runs the real agent binary on temp dirs, against a real
+// kube-apiserver with the chart's RBAC and 100 pods on its node (so the pod
+// cache and repair controller hold real objects), rewrites the primary
+// config 1000 times the way a CNI daemon does (temp file + rename), and
+// measures how long each time until our entry is back; then the agent's
+// resident memory at steady state. Run with -benchtime=1x
 // (make bench-agent); MESH_CNI_AGENT_BIN names the binary (else it is
 // built).
 func BenchmarkAgent(b *testing.B) {
@@ -45,18 +53,34 @@ func BenchmarkAgent(b *testing.B) {
 	}
 	primary := filepath.Join(dirs["conf"], "10-calico.conflist")
 	os.WriteFile(primary, orig, 0o644)
-	os.WriteFile(filepath.Join(dirs["sa"], "token"), []byte("token"), 0o600)
 	os.WriteFile(filepath.Join(dirs["img"], "mesh-cni"), bytes.Repeat([]byte("x"), 4<<20), 0o755)
 	os.WriteFile(filepath.Join(dirs["img"], "plugin.json"), []byte(`{"type":"mesh-cni","backend":"nftables"}`), 0o644)
+	env := testenv.Start(b)
+	ns, _, token := agentClient(b, env)
+	nodeName := "bench-" + ns
+	env.Node(b, nodeName)
+	ctx := context.Background()
+	for i := 0; i < 100; i++ {
+		pod := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("app-%d", i), Namespace: ns,
+				Annotations: map[string]string{"linkerd.io/inject": "enabled"}, Labels: map[string]string{"app": "bench"}},
+			Spec: corev1.PodSpec{NodeName: nodeName, Containers: []corev1.Container{{Name: "app", Image: "app:1"}}},
+		}
+		if _, err := env.Client.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	os.WriteFile(filepath.Join(dirs["sa"], "token"), []byte(token), 0o600)
+	os.WriteFile(filepath.Join(dirs["sa"], "ca.crt"), env.CAData, 0o600)
+	u, _ := url.Parse(env.Host)
 	probe := freeAddr(b)
 	cmd := exec.Command(bin,
 		"--cni-bin-dir", dirs["bin"], "--cni-conf-dir", dirs["conf"], "--state-dir", dirs["state"],
 		"--run-dir", dirs["run"], "--plugin-config", filepath.Join(dirs["img"], "plugin.json"),
 		"--plugin-binary", filepath.Join(dirs["img"], "mesh-cni"), "--token-path", filepath.Join(dirs["sa"], "token"),
-		"--ca-path", filepath.Join(dirs["sa"], "token"), "--probe-addr", probe, "--metrics-addr", freeAddr(b),
-		"--repair=false", "--uninstall-mode=never", "--log-level=warn")
-	// No API server is reachable; the agent installs without one.
-	cmd.Env = append(os.Environ(), "KUBERNETES_SERVICE_HOST=127.0.0.1", "KUBERNETES_SERVICE_PORT=1")
+		"--probe-addr", probe, "--metrics-addr", freeAddr(b), "--uninstall-mode=never", "--log-level=warn")
+	cmd.Env = append(os.Environ(), "KUBERNETES_SERVICE_HOST="+u.Hostname(), "KUBERNETES_SERVICE_PORT="+u.Port(),
+		"NODE_NAME="+nodeName, "POD_NAMESPACE="+ns)
 	var logs bytes.Buffer
 	cmd.Stderr = &logs
 	if err := cmd.Start(); err != nil {
@@ -101,7 +125,8 @@ func BenchmarkAgent(b *testing.B) {
 	}
 	b.StopTimer()
 	time.Sleep(2 * time.Second) // steady state: the storm is over
-	rss, hwm := procMem(b, cmd.Process.Pid)
+	mem := procMem(b, cmd.Process.Pid)
+	rss, hwm := mem["VmRSS:"], mem["VmHWM:"]
 	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
 	p := func(q float64) time.Duration { return lat[int(q*float64(len(lat)-1))] }
 	b.ReportMetric(float64(p(0.50).Microseconds())/1000, "p50-ms")
@@ -109,8 +134,8 @@ func BenchmarkAgent(b *testing.B) {
 	b.ReportMetric(float64(lat[len(lat)-1].Microseconds())/1000, "max-ms")
 	b.ReportMetric(rss/1024, "rss-MiB")
 	b.ReportMetric(hwm/1024, "peak-rss-MiB")
-	fmt.Printf("re-chain after %d rewrites: p50 %v, p99 %v, max %v; RSS %.1f MiB (peak %.1f MiB)\n",
-		n, p(0.50), p(0.99), lat[len(lat)-1], rss/1024, hwm/1024)
+	fmt.Printf("re-chain after %d rewrites: p50 %v, p99 %v, max %v; RSS %.1f MiB (anon %.1f, file %.1f; peak %.1f MiB)\n",
+		n, p(0.50), p(0.99), lat[len(lat)-1], rss/1024, mem["RssAnon:"]/1024, mem["RssFile:"]/1024, hwm/1024)
 }
 
 func netListen() (net.Listener, error) { return net.Listen("tcp", "127.0.0.1:0") }
@@ -138,26 +163,21 @@ func waitReady(b *testing.B, addr string, logs *bytes.Buffer) {
 	b.Fatalf("agent never ready:\n%s", logs.String())
 }
 
-// procMem returns VmRSS and VmHWM in KiB.
-func procMem(b *testing.B, pid int) (rss, hwm float64) {
+// procMem returns the memory lines of /proc/PID/status, in KiB.
+func procMem(b *testing.B, pid int) map[string]float64 {
 	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer f.Close()
+	out := map[string]float64{}
 	s := bufio.NewScanner(f)
 	for s.Scan() {
 		fs := strings.Fields(s.Text())
-		if len(fs) < 2 {
-			continue
-		}
-		v, _ := strconv.ParseFloat(fs[1], 64)
-		switch fs[0] {
-		case "VmRSS:":
-			rss = v
-		case "VmHWM:":
-			hwm = v
+		if len(fs) == 3 && fs[2] == "kB" {
+			v, _ := strconv.ParseFloat(fs[1], 64)
+			out[fs[0]] = v
 		}
 	}
-	return rss, hwm
+	return out
 }

@@ -33,7 +33,7 @@ func TestMain(m *testing.M) { testenv.Main(m) }
 // agentClient sets up namespace, the chart's RBAC for the agent's service
 // account (rendered from charts/mesh-cni, nothing added), a Node and the
 // DaemonSet, and returns a client that is the agent's service account.
-func agentClient(t *testing.T, env *testenv.Env) (ns string, client kubernetes.Interface, token string) {
+func agentClient(t testing.TB, env *testenv.Env) (ns string, client kubernetes.Interface, token string) {
 	t.Helper()
 	ctx := context.Background()
 	ns = env.Namespace(t, "mesh-cni")
