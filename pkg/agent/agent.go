@@ -5,6 +5,7 @@ package agent
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -55,17 +56,18 @@ type Options struct {
 type Agent struct {
 	o Options
 
-	mu        sync.Mutex
-	inst      install.State
-	passes    int
-	kubeErr   error
-	kubeDone  bool
-	status    Status
-	markerOn  bool
-	running   bool
-	lastFail  string
-	readyOnce sync.Once
-	publishCh chan Status
+	mu           sync.Mutex
+	inst         install.State
+	passes       int
+	kubeErr      error
+	kubeDone     bool
+	status       Status
+	markerOn     bool
+	running      bool
+	lastFail     string
+	readyOnce    sync.Once
+	lastKubeFail string
+	publishCh    chan Status
 }
 
 // New returns an agent; Run starts it.
@@ -152,16 +154,30 @@ func (a *Agent) writeKubeconfig() {
 	if err == nil {
 		wrote, err = kubeconfig.Write(a.o.Kubeconfig, a.o.KubeOpts)
 	}
+	failed := err
 	if err != nil {
 		err = fmt.Errorf("kubeconfig: %w", err)
+		failed = err
+		// A refresh that fails (a token being rotated, an unreadable CA)
+		// leaves the last good kubeconfig in place: the node stays ready
+		// on it rather than flapping, and the failure is logged.
+		if usableKubeconfig(a.o.Kubeconfig) {
+			err = nil
+		}
 	}
 	a.mu.Lock()
 	changed := (err == nil) != (a.kubeErr == nil) || !a.kubeDone
+	warn := failed != nil && (a.lastKubeFail == "" || a.lastKubeFail != failed.Error())
+	if failed != nil {
+		a.lastKubeFail = failed.Error()
+	} else {
+		a.lastKubeFail = ""
+	}
 	a.kubeErr, a.kubeDone = err, true
 	a.mu.Unlock()
 	switch {
-	case err != nil && changed:
-		a.o.Log.Warn("cannot write the plugin's kubeconfig", "err", err)
+	case warn:
+		a.o.Log.Warn("cannot write the plugin's kubeconfig", "err", failed, "keeping_previous", err == nil)
 		metrics.Installs.WithLabelValues("kubeconfig_failure").Inc()
 	case wrote:
 		a.o.Log.Info("wrote the plugin's kubeconfig", "path", a.o.Kubeconfig)
@@ -169,6 +185,19 @@ func (a *Agent) writeKubeconfig() {
 	if changed || wrote {
 		a.update()
 	}
+}
+
+// usableKubeconfig: the file exists and holds a server and a token.
+func usableKubeconfig(path string) bool {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return false
+	}
+	var c kubeconfig.Config
+	if json.Unmarshal(b, &c) != nil || len(c.Clusters) == 0 || len(c.Users) == 0 {
+		return false
+	}
+	return c.Clusters[0].Cluster.Server != "" && c.Users[0].User.Token != ""
 }
 
 // watchToken rewrites the kubeconfig when kubelet rotates the projected

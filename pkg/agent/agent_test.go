@@ -172,11 +172,21 @@ func TestTokenRotationAndReadOnlyBinDir(t *testing.T) {
 	eventually(t, "ready", func() bool { return f.a.Status().Ready })
 	os.WriteFile(f.token, []byte("tok-2"), 0o600)
 	eventually(t, "token rotated", func() bool { b, _ := os.ReadFile(f.state + "/kubeconfig"); return strings.Contains(string(b), "tok-2") })
-	// An empty token: the old kubeconfig stays, the agent says not ready.
+	// An empty token (mid-rotation): the last good kubeconfig stays and
+	// the node stays ready on it.
 	os.WriteFile(f.token, nil, 0o600)
-	eventually(t, "not ready", func() bool { return !f.a.Status().Ready })
+	time.Sleep(200 * time.Millisecond)
 	if b, _ := os.ReadFile(f.state + "/kubeconfig"); !strings.Contains(string(b), "tok-2") {
 		t.Error("kubeconfig lost on a bad token")
+	}
+	if !f.a.Status().Ready {
+		t.Errorf("not ready on a failed refresh with a good kubeconfig in place: %+v", f.a.Status())
+	}
+	// No kubeconfig at all and none can be written: not ready.
+	os.Remove(f.state + "/kubeconfig")
+	eventually(t, "not ready", func() bool { return !f.a.Status().Ready })
+	if _, err := os.Stat(f.run + "/ready"); !os.IsNotExist(err) {
+		t.Error("marker kept without a kubeconfig")
 	}
 	os.WriteFile(f.token, []byte("tok-3"), 0o600)
 	eventually(t, "ready again", func() bool { return f.a.Status().Ready })
