@@ -158,6 +158,9 @@ func (in *Installer) Reconcile() (Result, error) {
 		}
 		return Result{}, err
 	}
+	if primary, err = in.resolveLink(primary); err != nil {
+		return Result{}, err
+	}
 	data, err := os.ReadFile(primary)
 	if err != nil {
 		return Result{}, fmt.Errorf("read primary config: %w", err)
@@ -175,6 +178,29 @@ func (in *Installer) Reconcile() (Result, error) {
 		return in.reconcileSubdir(primary, data)
 	}
 	return in.appendTo(primary, data)
+}
+
+// resolveLink follows a symlinked primary to the file it names, so the
+// edit goes there instead of replacing the link with a copy. A target
+// outside the conf dir (an absolute host path that means something else in
+// this container) is refused.
+func (in *Installer) resolveLink(primary string) (string, error) {
+	fi, err := os.Lstat(primary)
+	if err != nil || fi.Mode()&os.ModeSymlink == 0 {
+		return primary, nil
+	}
+	target, err := filepath.EvalSymlinks(primary)
+	if err != nil {
+		return "", fmt.Errorf("primary config %s is a symlink that cannot be followed: %w", filepath.Base(primary), err)
+	}
+	dir, err := filepath.EvalSymlinks(in.cfg.ConfDir)
+	if err != nil {
+		return "", err
+	}
+	if filepath.Dir(target) != dir || filepath.Ext(target) != filepath.Ext(primary) {
+		return "", fmt.Errorf("primary config %s is a symlink to %s; mesh-cni edits only files in the conf dir (set --conf-file-name to the file itself, or use --subdir-chaining)", filepath.Base(primary), target)
+	}
+	return filepath.Join(in.cfg.ConfDir, filepath.Base(target)), nil
 }
 
 // settling is true when an invalid file that would come before the

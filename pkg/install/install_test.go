@@ -427,3 +427,40 @@ func TestBuildEntryHostPaths(t *testing.T) {
 		t.Fatalf("got  %s\nwant %s", e, want)
 	}
 }
+
+func TestSymlinkedPrimary(t *testing.T) {
+	e := newEnv(t, nil)
+	orig := fixture(t, "flannel-kube-flannel.conflist")
+	e.put(t, "flannel.conflist", orig)
+	if err := os.Symlink("flannel.conflist", filepath.Join(e.conf, "10-flannel.conflist")); err != nil {
+		t.Fatal(err)
+	}
+	res, err := e.in.Reconcile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Lstat(filepath.Join(e.conf, "10-flannel.conflist")); err != nil || fi.Mode()&os.ModeSymlink == 0 {
+		t.Fatal("the symlink was replaced")
+	}
+	loadChained(t, filepath.Join(e.conf, "10-flannel.conflist"))
+	if filepath.Base(res.Conf) != "flannel.conflist" {
+		t.Errorf("conf %s", res.Conf)
+	}
+	if err := e.in.Uninstall(); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(e.read(t, "flannel.conflist"), orig) {
+		t.Error("not restored")
+	}
+	// A link out of the conf dir is refused, and left alone.
+	e2 := newEnv(t, nil)
+	outside := filepath.Join(e2.root, "elsewhere.conflist")
+	os.WriteFile(outside, orig, 0o644)
+	os.Symlink(outside, filepath.Join(e2.conf, "10-flannel.conflist"))
+	if _, err := e2.in.Reconcile(); err == nil || !strings.Contains(err.Error(), "symlink") {
+		t.Fatalf("got %v", err)
+	}
+	if b, _ := os.ReadFile(outside); !bytes.Equal(b, orig) {
+		t.Error("link target outside the conf dir was edited")
+	}
+}
