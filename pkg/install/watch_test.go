@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -93,7 +95,8 @@ func TestWatchWaitsForPrimaryThenChains(t *testing.T) {
 // 1000 rewrites by a primary: chained again after each, and each rewrite
 // costs exactly one write of ours (no fight loop with ourselves).
 func TestWatch1000Rewrites(t *testing.T) {
-	e := newEnv(t, nil)
+	var logs lockedBuffer
+	e := newEnv(t, func(c *Config) { c.Log = slog.New(slog.NewTextHandler(&logs, nil)) })
 	path := filepath.Join(e.conf, "10-calico.conflist")
 	orig := fixture(t, "calico-manifest-portmap-bandwidth.conflist")
 	writeLikePrimary(t, path, orig, false)
@@ -161,6 +164,11 @@ func TestWatch1000Rewrites(t *testing.T) {
 	if rechains.Load() < n*9/10 {
 		t.Errorf("only %d rewrites counted as re-chains", rechains.Load())
 	}
+	// Someone removing us 1000 times in seconds is worth one warning a
+	// minute, with a reason, not a thousand.
+	if got := strings.Count(logs.String(), "keeps removing mesh-cni"); got != 1 {
+		t.Errorf("%d fight warnings, want 1", got)
+	}
 	t.Logf("%d rewrites, %d writes, %d re-chains", n, writes.Load(), rechains.Load())
 }
 
@@ -186,3 +194,20 @@ func TestFightDetector(t *testing.T) {
 }
 
 var _ = fmt.Sprint
+
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
