@@ -123,6 +123,11 @@ func (a *Agent) Healthy() error {
 }
 
 func (a *Agent) onPass(st install.State) {
+	if errors.Is(st.Err, install.ErrSettling) {
+		// A file is mid-write; the loop checks again in a moment. Keep
+		// the last state instead of flapping the marker and Node status.
+		return
+	}
 	if st.Rechained {
 		metrics.Rechains.Inc()
 	}

@@ -279,3 +279,31 @@ func value(m prometheus.Metric) float64 {
 	}
 	return d.Gauge.GetValue()
 }
+
+// A primary rewriting its file in place (truncate, then write) is seen
+// half-written for a moment: that must not flap readiness.
+func TestNoFlapWhilePrimaryWrites(t *testing.T) {
+	f := newFixture(t, true)
+	orig := fixtureBytes(t, "calico-manifest-portmap-bandwidth.conflist")
+	p := f.conf + "/10-calico.conflist"
+	os.WriteFile(p, orig, 0o644)
+	f.start(t)
+	eventually(t, "ready", func() bool { return f.a.Status().Ready })
+	f.mu.Lock()
+	before := len(f.published)
+	f.mu.Unlock()
+	for i := 0; i < 50; i++ {
+		os.WriteFile(p, orig[:len(orig)/2], 0o644) // half-written
+		time.Sleep(20 * time.Millisecond)
+		if !f.a.Status().Ready {
+			t.Fatalf("not ready while the primary was mid-write: %s", f.a.Status().Reason)
+		}
+		os.WriteFile(p, orig, 0o644)
+		eventually(t, "re-chained", func() bool { b, _ := os.ReadFile(p); return strings.Contains(string(b), "mesh-cni") })
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.published) != before {
+		t.Errorf("%d status updates published during rewrites", len(f.published)-before)
+	}
+}
