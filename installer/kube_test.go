@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 	"net/http"
 	"net/url"
 	"os"
@@ -381,4 +380,3 @@ func freeAddrT(t *testing.T) string {
 	return l.Addr().String()
 }
 
-var _ = fmt.Sprint

@@ -3,7 +3,6 @@ package install
 import (
 	"bytes"
 	"context"
-	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -193,7 +192,6 @@ func TestFightDetector(t *testing.T) {
 	}
 }
 
-var _ = fmt.Sprint
 
 type lockedBuffer struct {
 	mu sync.Mutex
