@@ -379,4 +379,3 @@ func freeAddrT(t *testing.T) string {
 	defer l.Close()
 	return l.Addr().String()
 }
-

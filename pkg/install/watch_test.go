@@ -192,7 +192,6 @@ func TestFightDetector(t *testing.T) {
 	}
 }
 
-
 type lockedBuffer struct {
 	mu sync.Mutex
 	b  bytes.Buffer
