@@ -245,28 +245,36 @@ func NoRepairCandidates(ctx context.Context, c *Cluster) Result {
 	if err != nil {
 		return fail(name, "list pods: "+err.Error(), "run as a user who may list pods in all namespaces")
 	}
-	var details []string
+	// A validator's exit code proves the redirect was missing; a start
+	// before the agent's ready time only suggests it: an agent restart
+	// (rolling update) also moves that time, while the chain entry stayed.
+	var proven, suspect []string
 	for i := range pods.Items {
 		p := &pods.Items[i]
 		if p.Spec.NodeName == "" || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
 			continue
 		}
-		why := validatorFailure(p)
-		if why == "" && meshed(meshes, p) {
-			if since, ok := readySince[p.Spec.NodeName]; ok && startedAt(p).Before(since) {
-				why = fmt.Sprintf("started %s, agent ready since %s",
-					startedAt(p).UTC().Format(time.RFC3339), since.UTC().Format(time.RFC3339))
-			}
+		where := fmt.Sprintf("pod %s/%s on %s: ", p.Namespace, p.Name, p.Spec.NodeName)
+		if why := validatorFailure(p); why != "" {
+			proven = append(proven, where+why)
+			continue
 		}
-		if why != "" {
-			details = append(details, fmt.Sprintf("pod %s/%s on %s: %s", p.Namespace, p.Name, p.Spec.NodeName, why))
+		if since, ok := readySince[p.Spec.NodeName]; ok && startedAt(p).Before(since) && meshed(meshes, p) {
+			suspect = append(suspect, where+fmt.Sprintf("started %s, agent ready since %s",
+				startedAt(p).UTC().Format(time.RFC3339), since.UTC().Format(time.RFC3339)))
 		}
 	}
-	sort.Strings(details)
-	if len(details) > 0 {
-		return fail(name, fmt.Sprintf("%d pod(s) may run without redirection", len(details)),
-			"restart them so they start meshed (kubectl -n <namespace> delete pod <name>, or roll their workload); the repair controller (repair.enabled) does this by itself",
-			details...)
+	sort.Strings(proven)
+	sort.Strings(suspect)
+	const fix = "restart them so they start meshed (kubectl -n <namespace> delete pod <name>, or roll their workload); the repair controller (repair.enabled) does this by itself"
+	switch {
+	case len(proven) > 0:
+		return fail(name, fmt.Sprintf("%d pod(s) run without redirection (their validator says so), %d more may", len(proven), len(suspect)),
+			fix, append(proven, suspect...)...)
+	case len(suspect) > 0:
+		return warn(name, fmt.Sprintf("%d pod(s) may run without redirection", len(suspect)),
+			"pods started while the agent restarted (an upgrade) kept their redirect, since the chain entry stays; otherwise "+fix,
+			suspect...)
 	}
 	return ok(name, "")
 }
