@@ -74,7 +74,10 @@ func DaemonSetReady(ctx context.Context, c *Cluster) Result {
 	ds, err := c.daemonSet(ctx)
 	if apierrors.IsNotFound(err) {
 		return fail(name, "no mesh-cni DaemonSet in namespace "+ns,
-			"install mesh-cni (docs/install.md), or pass the namespace it is installed in with -n")
+			"install mesh-cni (docs/install.md), or pass the namespace it is installed in with -n; nodes listed here "+
+				"still carry mesh-cni from an uninstall whose agents could no longer read their DaemonSet: install again, "+
+				"then uninstall as docs/upgrade.md says (DaemonSet first)",
+			c.leftBehind(ctx)...)
 	}
 	if err != nil {
 		return fail(name, err.Error(), "run as a user who may list daemonsets in "+ns)
@@ -117,6 +120,22 @@ func DaemonSetReady(ctx context.Context, c *Cluster) Result {
 			details...)
 	}
 	return ok(name, fmt.Sprintf("%d/%d nodes", len(nodes), len(nodes)))
+}
+
+// leftBehind names the nodes whose agent status says mesh-cni is
+// installed there.
+func (c *Cluster) leftBehind(ctx context.Context) []string {
+	nodes, err := c.Nodes(ctx)
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for i := range nodes {
+		if st, err := agentStatus(&nodes[i]); err == nil && st != nil && st.Conf != "" {
+			out = append(out, "node "+nodes[i].Name+": "+StatusAnnotation+" says mesh-cni is chained into "+st.Conf)
+		}
+	}
+	return out
 }
 
 func countMissing(nodes []*corev1.Node, readyOn map[string]bool) int {

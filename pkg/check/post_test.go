@@ -79,6 +79,13 @@ func TestDaemonSetReady(t *testing.T) {
 	if !strings.Contains(r.Message, "no mesh-cni DaemonSet") {
 		t.Errorf("message %q", r.Message)
 	}
+	// An uninstall that left a node chained: the node still says so.
+	makeNode(t, env, "left", nodeSpec{status: readyStatus("v1", time.Now())})
+	wantStatus(t, runOne(t, env, DaemonSetReady, opts), Fail,
+		"node left: mesh-cni.io/agent-status says mesh-cni is chained into /etc/cni/net.d/10-kindnet.conflist")
+	if err := env.Client.CoreV1().Nodes().Delete(context.Background(), "left", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
 
 	makeNode(t, env, "n1", nodeSpec{})
 	makeNode(t, env, "n2", nodeSpec{})
