@@ -9,6 +9,8 @@ package docs_test
 
 import (
 	"bytes"
+	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -19,6 +21,7 @@ import (
 
 	"sigs.k8s.io/kustomize/api/krusty"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
+	"sigs.k8s.io/yaml"
 
 	"github.com/mesh-cni/mesh-cni/pkg/check"
 	"github.com/mesh-cni/mesh-cni/pkg/doctest"
@@ -220,4 +223,122 @@ func TestPlatformTable(t *testing.T) {
 	if rows < 8 {
 		t.Errorf("found %d platform rows in install.md, want 8", rows)
 	}
+}
+
+// The linkerd2-cni values file in linkerd.md lands where the mapping table
+// says it does.
+func TestLinkerdValuesMapping(t *testing.T) {
+	root := repoRoot(t)
+	blocks, err := doctest.Parse("linkerd.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var values string
+	for _, b := range blocks {
+		for _, c := range b.Commands {
+			if c.Redirect == "values.yaml" && c.Stdin != "" {
+				values = c.Stdin
+			}
+		}
+	}
+	if values == "" {
+		t.Fatal("linkerd.md has no values.yaml here-document")
+	}
+	f := filepath.Join(t.TempDir(), "values.yaml")
+	if err := os.WriteFile(f, []byte(values), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(helmBinary(t, root), "template", "linkerd-cni", filepath.Join(root, "charts/mesh-cni"),
+		"-n", "linkerd-cni", "--kube-version", strings.TrimPrefix(testenv.KubernetesVersion, "v"), "-f", f).CombinedOutput()
+	if err != nil {
+		t.Fatalf("helm template: %v\n%s", err, out)
+	}
+	var entry struct {
+		LogLevel string `json:"logLevel"`
+		Backend  string `json:"backend"`
+		IPv6     *bool  `json:"ipv6"`
+		Meshes   map[string]struct {
+			InboundPort    int      `json:"inboundPort"`
+			OutboundPort   int      `json:"outboundPort"`
+			ProxyUID       *int64   `json:"proxyUID"`
+			ProxyGID       *int64   `json:"proxyGID"`
+			IgnoreInbound  []string `json:"ignoreInboundPorts"`
+			IgnoreOutbound []string `json:"ignoreOutboundPorts"`
+			InboundPorts   []string `json:"portsToRedirect"`
+		} `json:"meshes"`
+	}
+	var daemonSet, repairRole bool
+	for _, doc := range strings.Split(string(out), "\n---") {
+		var o struct {
+			Kind     string
+			Metadata struct{ Name string }
+			Data     map[string]string
+			Spec     struct {
+				Template struct {
+					Spec struct {
+						PriorityClassName string `json:"priorityClassName"`
+						Volumes           []struct {
+							Name     string
+							HostPath *struct{ Path string } `json:"hostPath"`
+						}
+					}
+				}
+			}
+		}
+		if err := yaml.Unmarshal([]byte(doc), &o); err != nil {
+			t.Fatal(err)
+		}
+		switch o.Kind {
+		case "ConfigMap":
+			if err := json.Unmarshal([]byte(o.Data["plugin.json"]), &entry); err != nil {
+				t.Fatalf("plugin.json: %v", err)
+			}
+		case "DaemonSet":
+			daemonSet = true
+			if o.Spec.Template.Spec.PriorityClassName != "system-node-critical" {
+				t.Errorf("priorityClassName %q", o.Spec.Template.Spec.PriorityClassName)
+			}
+			paths := map[string]bool{}
+			for _, v := range o.Spec.Template.Spec.Volumes {
+				if v.HostPath != nil {
+					paths[v.HostPath.Path] = true
+				}
+			}
+			if !paths["/etc/cni/net.d"] || !paths["/opt/cni/bin"] {
+				t.Errorf("destCNINetDir/destCNIBinDir not among the host paths %v", paths)
+			}
+		case "ClusterRole":
+			repairRole = repairRole || strings.HasSuffix(o.Metadata.Name, "-repair")
+		}
+	}
+	l := entry.Meshes["linkerd"]
+	checks := []struct {
+		what      string
+		got, want any
+	}{
+		{"inboundProxyPort", l.InboundPort, 4143},
+		{"outboundProxyPort", l.OutboundPort, 4140},
+		{"proxyUID", deref(l.ProxyUID), int64(2102)},
+		{"proxyGID", deref(l.ProxyGID), int64(2102)},
+		{"ignoreInboundPorts", strings.Join(l.IgnoreInbound, ","), "4190,4191,25,587"},
+		{"ignoreOutboundPorts", strings.Join(l.IgnoreOutbound, ","), "443"},
+		{"portsToRedirect", len(l.InboundPorts), 0},
+		{"logLevel", entry.LogLevel, "info"},
+		{"iptablesMode", entry.Backend, "iptables-nft"},
+		{"disableIPv6", entry.IPv6 != nil && !*entry.IPv6, true},
+		{"repairController.enabled", repairRole, true},
+		{"DaemonSet rendered", daemonSet, true},
+	}
+	for _, c := range checks {
+		if fmt.Sprint(c.got) != fmt.Sprint(c.want) {
+			t.Errorf("%s: rendered %v, linkerd.md says %v", c.what, c.got, c.want)
+		}
+	}
+}
+
+func deref(p *int64) any {
+	if p == nil {
+		return "none"
+	}
+	return *p
 }
