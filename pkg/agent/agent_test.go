@@ -130,22 +130,24 @@ func TestMarkerOnlyWhenEverythingInPlace(t *testing.T) {
 	if _, err := os.Stat(f.run + "/ready"); !os.IsNotExist(err) {
 		t.Errorf("marker still there: %v", err)
 	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	var sawReady, sawNotReady bool
-	for _, st := range f.published {
-		b, _ := json.Marshal(st)
-		var back map[string]any
-		json.Unmarshal(b, &back)
-		if st.Ready {
-			sawReady = back["ready"] == true && back["conf"] != "" && back["version"] == "v-test"
-		} else if sawReady {
-			sawNotReady = back["reason"] != ""
+	// Published asynchronously: ready (with the marker's fields), then
+	// not ready with a reason.
+	eventually(t, "status published", func() bool {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		var sawReady, sawNotReady bool
+		for _, st := range f.published {
+			b, _ := json.Marshal(st)
+			var back map[string]any
+			json.Unmarshal(b, &back)
+			if st.Ready {
+				sawReady = back["ready"] == true && back["conf"] != "" && back["version"] == "v-test"
+			} else if sawReady {
+				sawNotReady = back["reason"] != ""
+			}
 		}
-	}
-	if !sawReady || !sawNotReady {
-		t.Errorf("published %+v", f.published)
-	}
+		return sawReady && sawNotReady
+	})
 }
 
 func TestNotReadyWithoutKubeconfig(t *testing.T) {
@@ -288,7 +290,11 @@ func TestNoFlapWhilePrimaryWrites(t *testing.T) {
 	p := f.conf + "/10-calico.conflist"
 	os.WriteFile(p, orig, 0o644)
 	f.start(t)
-	eventually(t, "ready", func() bool { return f.a.Status().Ready })
+	eventually(t, "ready published", func() bool {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		return len(f.published) > 0 && f.published[len(f.published)-1].Ready
+	})
 	f.mu.Lock()
 	before := len(f.published)
 	f.mu.Unlock()

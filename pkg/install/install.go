@@ -148,7 +148,8 @@ func (in *Installer) Reconcile() (Result, error) {
 	if !in.cfg.Chained {
 		return in.reconcileStandalone()
 	}
-	primary, cands, err := FindPrimary(in.cfg.ConfDir, in.cfg.ConfFileName)
+	found, cands, err := findPrimary(in.cfg.ConfDir, in.cfg.ConfFileName)
+	primary, data := found.Path, found.data
 	if settling(cands) {
 		return Result{}, fmt.Errorf("%w: %s", ErrSettling, describeSkipped(cands))
 	}
@@ -160,10 +161,6 @@ func (in *Installer) Reconcile() (Result, error) {
 	}
 	if primary, err = in.resolveLink(primary); err != nil {
 		return Result{}, err
-	}
-	data, err := os.ReadFile(primary)
-	if err != nil {
-		return Result{}, fmt.Errorf("read primary config: %w", err)
 	}
 	if !strings.HasSuffix(primary, ".conflist") {
 		if in.cfg.Subdir {
@@ -201,6 +198,20 @@ func (in *Installer) resolveLink(primary string) (string, error) {
 		return "", fmt.Errorf("primary config %s is a symlink to %s; mesh-cni edits only files in the conf dir (set --conf-file-name to the file itself, or use --subdir-chaining)", filepath.Base(primary), target)
 	}
 	return filepath.Join(in.cfg.ConfDir, filepath.Base(target)), nil
+}
+
+// unchanged makes sure the primary still holds what we read, right before
+// we replace it: a writer that rewrote it meanwhile must not lose its new
+// content to our edit of the old one. The caller's next pass sees theirs.
+func unchanged(path string, data []byte) error {
+	cur, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("%w: %s: %v", ErrSettling, filepath.Base(path), err)
+	}
+	if !bytes.Equal(cur, data) {
+		return fmt.Errorf("%w: %s changed while being chained", ErrSettling, filepath.Base(path))
+	}
+	return nil
 }
 
 // settling is true when an invalid file that would come before the
@@ -275,6 +286,9 @@ func (in *Installer) appendTo(primary string, data []byte) (Result, error) {
 			return res, err
 		}
 	}
+	if err := unchanged(primary, data); err != nil {
+		return res, err
+	}
 	if err := WriteFileAtomic(primary, out, 0o644); err != nil {
 		return res, fmt.Errorf("write chained config: %w", err)
 	}
@@ -321,6 +335,9 @@ func (in *Installer) convert(primary string, data []byte) (Result, error) {
 	mode := os.FileMode(0o644)
 	if fi, err := os.Stat(primary); err == nil {
 		mode = fi.Mode().Perm()
+	}
+	if err := unchanged(primary, data); err != nil {
+		return res, err
 	}
 	if err := WriteFileAtomic(target, out, mode); err != nil {
 		return res, fmt.Errorf("write converted config: %w", err)

@@ -22,6 +22,7 @@ var ErrNoPrimary = errors.New("no primary CNI config")
 type Candidate struct {
 	Path string
 	Err  error // nil: the runtime would load it
+	data []byte
 }
 
 // chainOnlyTypes never set up a pod's interface; a list of only these has
@@ -36,6 +37,13 @@ var chainOnlyTypes = map[string]bool{
 // with a config extension that libcni loads. It returns every file it
 // looked at so callers can say why the earlier ones were skipped.
 func FindPrimary(dir, fileName string) (string, []Candidate, error) {
+	c, cands, err := findPrimary(dir, fileName)
+	return c.Path, cands, err
+}
+
+// findPrimary also returns the content it validated, so the caller edits
+// exactly what was judged, not a later read of a file being rewritten.
+func findPrimary(dir, fileName string) (Candidate, []Candidate, error) {
 	if fileName != "" {
 		p := filepath.Join(dir, fileName)
 		alt := ""
@@ -53,17 +61,17 @@ func FindPrimary(dir, fileName string) (string, []Candidate, error) {
 			if _, err := os.Lstat(f); err != nil {
 				continue
 			}
-			c := Candidate{Path: f, Err: checkConfig(f)}
+			c := checkConfig(f)
 			cands = append(cands, c)
 			if c.Err == nil {
-				return f, cands, nil
+				return c, cands, nil
 			}
 		}
-		return "", cands, fmt.Errorf("%w: %s not found or not valid in %s", ErrNoPrimary, fileName, dir)
+		return Candidate{}, cands, fmt.Errorf("%w: %s not found or not valid in %s", ErrNoPrimary, fileName, dir)
 	}
 	files, err := libcni.ConfFiles(dir, ConfExtensions)
 	if err != nil {
-		return "", nil, fmt.Errorf("read conf dir %s: %w", dir, err)
+		return Candidate{}, nil, fmt.Errorf("read conf dir %s: %w", dir, err)
 	}
 	sort.Strings(files)
 	var cands []Candidate
@@ -71,30 +79,32 @@ func FindPrimary(dir, fileName string) (string, []Candidate, error) {
 		if strings.HasPrefix(filepath.Base(f), ".") {
 			continue // editor and installer temp files
 		}
-		c := Candidate{Path: f, Err: checkConfig(f)}
+		c := checkConfig(f)
 		cands = append(cands, c)
 		if c.Err == nil {
-			return f, cands, nil
+			return c, cands, nil
 		}
 	}
-	return "", cands, fmt.Errorf("%w in %s", ErrNoPrimary, dir)
+	return Candidate{}, cands, fmt.Errorf("%w in %s", ErrNoPrimary, dir)
 }
 
 // checkConfig loads path the way the runtime does.
-func checkConfig(path string) error {
+func checkConfig(path string) Candidate {
+	c := Candidate{Path: path}
 	fi, err := os.Stat(path)
 	if err != nil {
-		return err
+		c.Err = err
+		return c
 	}
 	if !fi.Mode().IsRegular() {
-		return fmt.Errorf("not a regular file")
+		c.Err = fmt.Errorf("not a regular file")
+		return c
 	}
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return err
+	if c.data, c.Err = os.ReadFile(path); c.Err != nil {
+		return c
 	}
-	_, err = parseConfig(path, data)
-	return err
+	_, c.Err = parseConfig(path, c.data)
+	return c
 }
 
 // parseConfig validates data as libcni would load it from path.
