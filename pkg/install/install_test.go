@@ -464,3 +464,22 @@ func TestSymlinkedPrimary(t *testing.T) {
 		t.Error("link target outside the conf dir was edited")
 	}
 }
+
+func TestUninstallWithoutBackup(t *testing.T) {
+	e := newEnv(t, nil)
+	e.put(t, "10-flannel.conf", fixture(t, "flannel-legacy-v0.9.1.conf"))
+	if _, err := e.in.Reconcile(); err != nil {
+		t.Fatal(err)
+	}
+	os.RemoveAll(filepath.Join(e.state, "backup"))
+	if err := e.in.Uninstall(); err != nil {
+		t.Fatal(err)
+	}
+	l, err := libcni.ConfListFromFile(filepath.Join(e.conf, "10-flannel.conflist"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(l.Plugins) != 1 || l.Plugins[0].Network.Type != "flannel" {
+		t.Errorf("got %s", l.Bytes)
+	}
+}

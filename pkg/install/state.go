@@ -172,6 +172,12 @@ func (in *Installer) unchain(base string) error {
 // .conflist, if it is still ours (the primary may have rewritten it).
 func (in *Installer) unconvert(list, conf string) error {
 	orig, err := in.readBackup(conf)
+	if errors.Is(err, os.ErrNotExist) {
+		// The state dir was lost: the .conf cannot come back byte for
+		// byte, but the list minus our entry is the same network.
+		in.log.Warn("no backup of a converted config; removing only our entry", "conf", conf, "list", list)
+		return in.unchain(list)
+	}
 	if err != nil {
 		return fmt.Errorf("backup of %s: %w", conf, err)
 	}
