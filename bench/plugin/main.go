@@ -95,8 +95,19 @@ func main() {
 		{name: fmt.Sprintf("%d-pod burst, 32 concurrent", n(110)), pods: n(110), conc: 32, burst: true},
 	}
 	var results []result
+	show := func(res result, r run) {
+		fmt.Fprintf(os.Stderr, "%-45s %-28s ADD p50 %6.2f p99 %6.2f  DEL p50 %6.2f p99 %6.2f ms  errors %d\n",
+			res.chain, r.name, ms(pct(res.add, 50)), ms(pct(res.add, 99)), ms(pct(res.del, 50)), ms(pct(res.del, 99)), res.errs)
+	}
 	for _, r := range runs {
-		// ptp alone first and last in each run shape, to see drift.
+		if r.conc == 1 {
+			for _, res := range interleaved(binDir, chains, r) {
+				show(res, r)
+				results = append(results, res)
+			}
+			continue
+		}
+		// ptp alone first and last in each concurrent shape, to see drift.
 		order := append(slices.Clone(chains), chains[0])
 		for i, c := range order {
 			res := measure(binDir, c, r, i)
@@ -146,12 +157,21 @@ func writeSection(path, section string) error {
 	return os.WriteFile(path, []byte(doc), 0o644)
 }
 
-func measure(binDir string, c chain, r run, idx int) result {
+// bed is one chain ready to run: its conflist, libcni and one netns and
+// runtime config per pod, made before any timing.
+type bed struct {
+	res      *result
+	add, del func(i int)
+	close    func()
+}
+
+func newBed(binDir string, c chain, r run, idx int) *bed {
+	var cleanup []func()
 	dataDir, err := os.MkdirTemp("", "mesh-cni-bench-ipam-")
 	if err != nil {
 		fail(err.Error())
 	}
-	defer os.RemoveAll(dataDir)
+	cleanup = append(cleanup, func() { os.RemoveAll(dataDir) })
 	plugins := []any{map[string]any{"type": "ptp", "ipMasq": false, "ipam": map[string]any{
 		"type": "host-local", "ranges": []any{[]any{map[string]any{"subnet": fmt.Sprintf("198.19.%d.0/24", idx)}}},
 		"dataDir": dataDir,
@@ -165,22 +185,21 @@ func measure(binDir string, c chain, r run, idx int) result {
 		fail(err.Error())
 	}
 	cacheDir, _ := os.MkdirTemp("", "mesh-cni-bench-cache-")
-	defer os.RemoveAll(cacheDir)
+	cleanup = append(cleanup, func() { os.RemoveAll(cacheDir) })
 	cni := libcni.NewCNIConfigWithCacheDir([]string{binDir, refPlugins}, cacheDir, nil)
 
-	// Network namespaces are made before timing starts.
 	netnss := make([]ns.NetNS, r.pods)
 	for i := range netnss {
 		if netnss[i], err = testutils.NewNS(); err != nil {
 			fail(err.Error())
 		}
 	}
-	defer func() {
+	cleanup = append(cleanup, func() {
 		for _, n := range netnss {
 			n.Close()
 			_ = testutils.UnmountNS(n)
 		}
-	}()
+	})
 	rts := make([]*libcni.RuntimeConf, r.pods)
 	for i := range rts {
 		id := fmt.Sprintf("bench%02d%06d", idx, i)
@@ -191,7 +210,7 @@ func measure(binDir string, c chain, r run, idx int) result {
 			CapabilityArgs: map[string]any{"io.kubernetes.cri.pod-annotations": istioPod},
 		}
 	}
-	res := result{chain: c.name, run: r.name, add: make([]time.Duration, r.pods), del: make([]time.Duration, r.pods)}
+	res := &result{chain: c.name, run: r.name, add: make([]time.Duration, r.pods), del: make([]time.Duration, r.pods)}
 	var mu sync.Mutex
 	timed := func(dst []time.Duration, i int, f func() error) {
 		start := time.Now()
@@ -207,19 +226,56 @@ func measure(binDir string, c chain, r run, idx int) result {
 		}
 	}
 	ctx := context.Background()
-	add := func(i int) {
-		timed(res.add, i, func() error { _, err := cni.AddNetworkList(ctx, list, rts[i]); return err })
+	return &bed{
+		res: res,
+		add: func(i int) {
+			timed(res.add, i, func() error { _, err := cni.AddNetworkList(ctx, list, rts[i]); return err })
+		},
+		del: func(i int) { timed(res.del, i, func() error { return cni.DelNetworkList(ctx, list, rts[i]) }) },
+		close: func() {
+			for _, f := range cleanup {
+				f()
+			}
+		},
 	}
-	del := func(i int) { timed(res.del, i, func() error { return cni.DelNetworkList(ctx, list, rts[i]) }) }
+}
+
+// measure runs one chain alone in a concurrent shape.
+func measure(binDir string, c chain, r run, idx int) result {
+	b := newBed(binDir, c, r, idx)
+	defer b.close()
 	start := time.Now()
 	if r.burst {
-		parallel(r.pods, r.conc, add)
-		parallel(r.pods, r.conc, del)
+		parallel(r.pods, r.conc, b.add)
+		parallel(r.pods, r.conc, b.del)
 	} else {
-		parallel(r.pods, r.conc, func(i int) { add(i); del(i) })
+		parallel(r.pods, r.conc, func(i int) { b.add(i); b.del(i) })
 	}
-	res.wall = time.Since(start)
-	return res
+	b.res.wall = time.Since(start)
+	return *b.res
+}
+
+// interleaved runs the serial shape for every chain at once, pod by pod in
+// turn, so load that comes and goes on the machine hits every chain alike.
+func interleaved(binDir string, chains []chain, r run) []result {
+	beds := make([]*bed, len(chains))
+	for i, c := range chains {
+		beds[i] = newBed(binDir, c, r, i)
+	}
+	for p := 0; p < r.pods; p++ {
+		for _, b := range beds {
+			start := time.Now()
+			b.add(p)
+			b.del(p)
+			b.res.wall += time.Since(start)
+		}
+	}
+	out := make([]result, len(beds))
+	for i, b := range beds {
+		b.close()
+		out[i] = *b.res
+	}
+	return out
 }
 
 // parallel calls f(0..n-1) from conc workers.
@@ -268,9 +324,12 @@ func render(results []result, runs []run, pluginBin string) string {
 	fmt.Fprintf(&b, "Each pod is a real netns; ADD and DEL go through libcni with a cniVersion 1.0.0 conflist:\n")
 	fmt.Fprintf(&b, "Debian's `ptp` + `host-local`, then the plugin under test; every pod carries Istio's sidecar annotations, so\n")
 	fmt.Fprintf(&b, "mesh-cni decides from `runtimeConfig` and writes the full Istio rule set (IPv4). The naive baseline writes the\n")
-	fmt.Fprintf(&b, "same rules with one `nsenter iptables` exec per chain and per rule. \"added\" is the difference to the\n")
-	fmt.Fprintf(&b, "mean of the two ptp-only rows (run first and last) of the same run shape. Figures are from this machine and this run; they are not\n")
-	fmt.Fprintf(&b, "asserted anywhere.\n\n")
+	fmt.Fprintf(&b, "same rules with one `nsenter iptables` exec per chain and per rule. The serial shape runs every\n")
+	fmt.Fprintf(&b, "chain interleaved, pod by pod in turn, so load that comes and goes hits all chains alike (its \"wall\"\n")
+	fmt.Fprintf(&b, "is that chain's ADD+DEL time); the concurrent shapes run one chain at a time, ptp alone first and last.\n")
+	fmt.Fprintf(&b, "\"added\" is the difference to ptp alone in the same shape (the mean of both ptp runs where there are two).\n")
+	fmt.Fprintf(&b, "Figures are from this machine and this run; they are not "+
+		"asserted anywhere.\n\n")
 	if l := strings.Fields(string(load)); len(l) > 1 {
 		var avg float64
 		fmt.Sscan(l[1], &avg) // the 5-minute average covers most of a run
