@@ -1,0 +1,94 @@
+package main
+
+import (
+	"bytes"
+	"math/rand"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/containernetworking/cni/libcni"
+)
+
+// TestKill9RealAgent kills the real agent binary with SIGKILL at random
+// moments while it converts and chains a .conf primary that keeps being
+// rewritten: after every kill the conf dir holds only configs the runtime
+// loads, and the primary's network is always there.
+func TestKill9RealAgent(t *testing.T) {
+	bin := buildAgent(t)
+	root := t.TempDir()
+	conf := filepath.Join(root, "conf")
+	for _, d := range []string{"bin", "conf", "img"} {
+		os.MkdirAll(filepath.Join(root, d), 0o755)
+	}
+	orig, err := os.ReadFile("../pkg/install/testdata/conflists/crio-legacy-bridge.conf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(conf, "10-crio-bridge.conf"), orig, 0o644)
+	os.WriteFile(filepath.Join(root, "img/mesh-cni"), []byte("plugin"), 0o755)
+	os.WriteFile(filepath.Join(root, "img/plugin.json"), []byte(`{"type":"mesh-cni"}`), 0o644)
+	rng := rand.New(rand.NewSource(2))
+	chained := 0
+	const kills = 60
+	for i := 0; i < kills; i++ {
+		cmd := exec.Command(bin, "--cni-bin-dir", filepath.Join(root, "bin"), "--cni-conf-dir", conf,
+			"--state-dir", filepath.Join(root, "state"), "--run-dir", filepath.Join(root, "run"),
+			"--plugin-config", filepath.Join(root, "img/plugin.json"), "--plugin-binary", filepath.Join(root, "img/mesh-cni"),
+			"--probe-addr", "127.0.0.1:0", "--metrics-addr", "127.0.0.1:0", "--log-level=error")
+		cmd.Env = []string{"PATH=" + os.Getenv("PATH")} // not in a pod: installs without the API
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		if i%4 == 0 {
+			// The primary writes its .conf again (atomically).
+			tmp := filepath.Join(conf, ".crio-tmp")
+			os.WriteFile(tmp, orig, 0o644)
+			os.Rename(tmp, filepath.Join(conf, "10-crio-bridge.conf"))
+		}
+		time.Sleep(time.Duration(rng.Intn(15000)) * time.Microsecond)
+		cmd.Process.Signal(syscall.SIGKILL)
+		cmd.Wait()
+
+		ents, _ := os.ReadDir(conf)
+		networks := 0
+		for _, e := range ents {
+			name := e.Name()
+			if strings.HasPrefix(name, ".") || e.IsDir() {
+				continue
+			}
+			p := filepath.Join(conf, name)
+			data, _ := os.ReadFile(p)
+			var l *libcni.NetworkConfigList
+			var err error
+			if strings.HasSuffix(name, ".conflist") {
+				l, err = libcni.ConfListFromBytes(data)
+			} else {
+				var c *libcni.NetworkConfig
+				if c, err = libcni.ConfFromBytes(data); err == nil {
+					l, err = libcni.ConfListFromConf(c)
+				}
+			}
+			if err != nil {
+				t.Fatalf("after kill %d: %s does not load (%d bytes): %v", i, name, len(data), err)
+			}
+			if l.Plugins[0].Network.Type == "bridge" {
+				networks++
+			}
+			if bytes.Contains(data, []byte(`"mesh-cni"`)) {
+				chained++
+			}
+		}
+		if networks == 0 {
+			t.Fatalf("after kill %d: the primary's network is gone", i)
+		}
+	}
+	if chained == 0 {
+		t.Fatal("no kill came after the agent's write: the kills did not exercise it")
+	}
+	t.Logf("%d kills, chained config seen after %d", kills, chained)
+}
