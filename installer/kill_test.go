@@ -34,7 +34,7 @@ func TestKill9RealAgent(t *testing.T) {
 	os.WriteFile(filepath.Join(root, "img/plugin.json"), []byte(`{"type":"mesh-cni"}`), 0o644)
 	rng := rand.New(rand.NewSource(2))
 	chained := 0
-	const kills = 60
+	const kills = 100
 	for i := 0; i < kills; i++ {
 		cmd := exec.Command(bin, "--cni-bin-dir", filepath.Join(root, "bin"), "--cni-conf-dir", conf,
 			"--state-dir", filepath.Join(root, "state"), "--run-dir", filepath.Join(root, "run"),
@@ -50,7 +50,9 @@ func TestKill9RealAgent(t *testing.T) {
 			os.WriteFile(tmp, orig, 0o644)
 			os.Rename(tmp, filepath.Join(conf, "10-crio-bridge.conf"))
 		}
-		time.Sleep(time.Duration(rng.Intn(15000)) * time.Microsecond)
+		// Sweep the kill moment over the agent's first 40 ms (start-up,
+		// conversion, chaining take a few ms), jittered.
+		time.Sleep(time.Duration(i%20)*2*time.Millisecond + time.Duration(rng.Intn(2000))*time.Microsecond)
 		cmd.Process.Signal(syscall.SIGKILL)
 		cmd.Wait()
 
