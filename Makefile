@@ -138,6 +138,17 @@ test-e2e: image-tar testproxy-tar kind-image
 	$(E2E_ENV) E2E_INSTALL=helm E2E_CLUSTER=mesh-cni-e2e-dual \
 	  E2E_KIND_CONFIG=$(CURDIR)/kind-configs/dual-stack.yaml $(E2E_GO_SMOKE)
 
+## test-e2e-ci: the e2e run of `make test`: every spec but `uninstall` on the
+## 3-node cluster (Helm), smoke on one node (kustomize). `uninstall` is left out
+## because the agent cannot yet tell a `helm uninstall` from a restart once the
+## release's RBAC is gone (e2e/README.md); `make test-e2e` runs it.
+test-e2e-ci: image-tar testproxy-tar kind-image
+	$(E2E_ENV) E2E_INSTALL=helm E2E_CLUSTER=mesh-cni-e2e-helm \
+	  E2E_KIND_CONFIG=$(CURDIR)/kind-configs/multi-node.yaml $(GO) test -v -tags e2e -count=1 -timeout $(E2E_TIMEOUT) \
+	  ./e2e -ginkgo.v -ginkgo.no-color -ginkgo.label-filter='!uninstall'
+	$(E2E_ENV) E2E_INSTALL=kustomize E2E_CLUSTER=mesh-cni-e2e-kustomize \
+	  E2E_KIND_CONFIG=$(CURDIR)/kind-configs/single-node.yaml $(E2E_GO_SMOKE)
+
 ## test-e2e-more: the IPv6-only and GKE-path clusters (smoke specs)
 test-e2e-more: image-tar testproxy-tar kind-image
 	$(E2E_ENV) E2E_CLUSTER=mesh-cni-e2e-ipv6 \
@@ -145,7 +156,7 @@ test-e2e-more: image-tar testproxy-tar kind-image
 	$(E2E_ENV) E2E_CLUSTER=mesh-cni-e2e-gke E2E_HELM_SET=platform=gke \
 	  E2E_KIND_CONFIG=$(CURDIR)/kind-configs/gke-like.yaml $(E2E_GO_SMOKE)
 
-.PHONY: kind-image testproxy-tar test-e2e test-e2e-more demo demo-down
+.PHONY: kind-image testproxy-tar test-e2e test-e2e-ci test-e2e-more demo demo-down
 
 ## demo: a kind cluster with mesh-cni (Helm) and a meshed app, with the proxy's evidence
 demo: image-tar testproxy-tar kind-image

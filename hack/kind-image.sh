@@ -111,12 +111,15 @@ build_binaries_upstream() {
 
 build_binaries() {
   build_binaries_upstream
-  [ -x "$W/bin/meshnet" ] || {
+  # meshnet is ours and changes with the repo: one binary per image key.
+  [ -x "$W/bin/meshnet-$KEY" ] || {
     stage "building meshnet"
     (cd "$ROOT" && CGO_ENABLED=0 nice -n 10 "$GO" build -trimpath -ldflags "-s -w" -o "$W/bin/.meshnet" ./hack/meshnet) ||
       die "building meshnet failed"
-    mv "$W/bin/.meshnet" "$W/bin/meshnet"
+    find "$W/bin" -maxdepth 1 -name 'meshnet*' -delete
+    mv "$W/bin/.meshnet" "$W/bin/meshnet-$KEY"
   }
+  ln -sfn "meshnet-$KEY" "$W/bin/meshnet"
 }
 
 # coredns and pause: two-line mains around published modules.
@@ -320,6 +323,11 @@ preload() {
   rm -rf "$ctx"
   docker save -o "$W/node-image.tar.tmp" "$IMAGE" && mv "$W/node-image.tar.tmp" "$W/node-image-$KEY.tar"
   find "$W" -maxdepth 1 -name 'node-image-*.tar' ! -name "node-image-$KEY.tar" -delete
+  find "$W/images" -maxdepth 1 -name 'k8s-*.tar' ! -name "k8s-$K8S_VERSION-$KEY.tar" -delete
+  # intermediate images of earlier keys
+  docker images --format '{{.Repository}}:{{.Tag}}' |
+    grep -E '^(mesh-cni/kind-base|mesh-cni\.local/meshnet):' | grep -v ":$KEY\$" |
+    xargs -r docker rmi >/dev/null 2>&1 || true
 }
 
 main() {
