@@ -248,3 +248,32 @@ func TestCLI(t *testing.T) {
 		t.Errorf("about: %q", out)
 	}
 }
+
+// A failure while writing the rules is a CNI error and leaves no rule of
+// ours behind: here ip6tables-legacy-restore fails (an injected fault first
+// in PATH) while the IPv4 half goes through the real iptables-legacy-restore.
+func TestApplyFailureLeavesNothing(t *testing.T) {
+	p := newPod(t, "shop", "web-1", nil)
+	netns := p.netns.Path()
+	fault := t.TempDir()
+	script := "#!/bin/sh\ncat >/dev/null\necho 'ip6tables-restore: injected failure' >&2\nexit 1\n"
+	if err := os.WriteFile(filepath.Join(fault, "ip6tables-legacy-restore"), []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	conf := withKey(baseConf("1.0.0", netns, istioAnnotations(nil)), "backend", "iptables-legacy")
+	prev := conf["prevResult"].(map[string]any)
+	prev["ips"] = append(prev["ips"].([]any), map[string]any{"address": "fd00:18:fa::2/64", "interface": 0})
+	b, _ := json.Marshal(conf)
+	a := &invoke.Args{Command: "ADD", ContainerID: "c0ffee", NetNS: netns, IfName: "eth0", Path: pluginDir, PluginArgsStr: k8sArgs}
+	env := append(a.AsEnv(), "PATH="+fault+":"+os.Getenv("PATH"))
+	_, err := rawExec.ExecPlugin(context.Background(), filepath.Join(pluginDir, "mesh-cni"), b, env)
+	var e *types.Error
+	if !errors.As(err, &e) || e.Code != ErrApply || !strings.Contains(e.Msg, "injected failure") {
+		t.Fatalf("got %v, want code %d carrying the restore error", err, ErrApply)
+	}
+	if got := ours(ruleDump(t, netns)); len(got) != 0 {
+		t.Errorf("failed ADD left rules via %v", got)
+	}
+}
+
+func withKey(c map[string]any, k string, v any) map[string]any { c[k] = v; return c }
