@@ -4,12 +4,15 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
+	"sync/atomic"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
+	appsv1client "k8s.io/client-go/kubernetes/typed/apps/v1"
 	"k8s.io/client-go/rest"
 
 	"github.com/mesh-cni/mesh-cni/pkg/agent"
@@ -66,30 +69,81 @@ func clearStatus(ctx context.Context, client kubernetes.Interface, nodeName stri
 	return patchAnnotation(ctx, client, nodeName, nil)
 }
 
-// shouldUninstall decides what a stop means. In auto mode only a
-// DaemonSet that is gone or being deleted means uninstall; a rolling
-// update, drain or restart keeps everything in place so no pod starts
-// unmeshed, and so does any doubt (API unreachable).
-func shouldUninstall(client kubernetes.Interface, cfg *config) (bool, string) {
+// dsProbe remembers whether the agent's credentials were allowed to GET
+// its DaemonSet while the release was installed: only then does a 401 or
+// 403 at stop time mean the release's RBAC was removed (helm uninstall
+// deletes the DaemonSet, then the ServiceAccount and bindings, without
+// waiting for the pods).
+type dsProbe struct {
+	daemonSets appsv1client.DaemonSetsGetter
+	namespace  string
+	name       string
+	log        *slog.Logger
+	allowed    atomic.Bool
+}
+
+// run GETs the DaemonSet until one GET gets an answer that proves access
+// (the object, or NotFound), backing off up to a minute.
+func (p *dsProbe) run(ctx context.Context) {
+	for backoff := time.Second; ctx.Err() == nil; {
+		gctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		_, err := p.daemonSets.DaemonSets(p.namespace).Get(gctx, p.name, metav1.GetOptions{})
+		cancel()
+		if err == nil || apierrors.IsNotFound(err) {
+			p.allowed.Store(true)
+			p.log.Info("DaemonSet lookup allowed; a 401 or 403 on it at stop means the release is being removed",
+				"daemonset", p.namespace+"/"+p.name)
+			return
+		}
+		p.log.Debug("cannot look up the DaemonSet yet", "err", err)
+		select {
+		case <-ctx.Done():
+		case <-time.After(backoff):
+		}
+		if backoff < time.Minute {
+			backoff *= 2
+		}
+	}
+}
+
+// shouldUninstall decides what a stop means. In auto mode the release is
+// being removed when its DaemonSet is gone or being deleted, or when the
+// DaemonSet GET that worked before is now refused (401: the ServiceAccount
+// and its token are gone; 403: the binding is gone). A rolling update,
+// drain or restart keeps everything in place so no pod starts unmeshed,
+// and so does any doubt (API unreachable, a refusal without an earlier
+// success).
+func shouldUninstall(daemonSets appsv1client.DaemonSetsGetter, cfg *config, allowedBefore bool) (bool, string) {
 	switch cfg.uninstallMode {
 	case "always":
 		return true, "uninstall-mode=always"
 	case "never":
 		return false, "uninstall-mode=never"
 	}
-	if client == nil || cfg.namespace == "" {
+	if daemonSets == nil || cfg.namespace == "" {
 		return false, "cannot look up the DaemonSet (no API access or namespace)"
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	ds, err := client.AppsV1().DaemonSets(cfg.namespace).Get(ctx, cfg.daemonSetName, metav1.GetOptions{})
-	switch {
-	case apierrors.IsNotFound(err):
-		return true, fmt.Sprintf("DaemonSet %s/%s is gone", cfg.namespace, cfg.daemonSetName)
-	case err != nil:
-		return false, fmt.Sprintf("cannot look up the DaemonSet: %v", err)
-	case ds.DeletionTimestamp != nil:
+	ds, err := daemonSets.DaemonSets(cfg.namespace).Get(ctx, cfg.daemonSetName, metav1.GetOptions{})
+	if err != nil {
+		return decide(err, allowedBefore, cfg.namespace+"/"+cfg.daemonSetName)
+	}
+	if ds.DeletionTimestamp != nil {
 		return true, fmt.Sprintf("DaemonSet %s/%s is being deleted", cfg.namespace, cfg.daemonSetName)
 	}
 	return false, "DaemonSet still exists (restart, upgrade or drain)"
+}
+
+// decide maps a failed DaemonSet GET to uninstall or keep.
+func decide(err error, allowedBefore bool, ds string) (bool, string) {
+	switch {
+	case apierrors.IsNotFound(err):
+		return true, fmt.Sprintf("DaemonSet %s is gone", ds)
+	case apierrors.IsUnauthorized(err) && allowedBefore:
+		return true, fmt.Sprintf("the agent's ServiceAccount is gone (DaemonSet %s: %v)", ds, err)
+	case apierrors.IsForbidden(err) && allowedBefore:
+		return true, fmt.Sprintf("the agent's RBAC is gone (DaemonSet %s: %v)", ds, err)
+	}
+	return false, fmt.Sprintf("cannot look up the DaemonSet: %v", err)
 }

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
+	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -18,7 +20,9 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
@@ -110,15 +114,16 @@ func TestShouldUninstall(t *testing.T) {
 	env := testenv.Start(t)
 	ns, client, _ := agentClient(t, env)
 	ctx := context.Background()
+	ds := client.AppsV1()
 	cfg := &config{uninstallMode: "auto", namespace: ns, daemonSetName: "mesh-cni"}
-	if u, why := shouldUninstall(client, cfg); u {
+	if u, why := shouldUninstall(ds, cfg, true); u {
 		t.Fatalf("uninstall while the DaemonSet exists: %s", why)
 	}
-	// Another DaemonSet name: the chart's Role does not grant it, so the
-	// agent cannot tell, and keeps everything.
+	// Another DaemonSet name: the chart's Role does not grant it. Without
+	// an earlier successful GET a 403 proves nothing: keep everything.
 	other := *cfg
 	other.daemonSetName = "someone-else"
-	if u, why := shouldUninstall(client, &other); u || !strings.Contains(why, "cannot look up") {
+	if u, why := shouldUninstall(ds, &other, false); u || !strings.Contains(why, "cannot look up") {
 		t.Fatalf("got %v %s", u, why)
 	}
 	// Being deleted (foreground deletion holds it with a finalizer).
@@ -130,22 +135,76 @@ func TestShouldUninstall(t *testing.T) {
 	if err := dsc.Delete(ctx, "mesh-cni", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if u, why := shouldUninstall(client, cfg); !u || !strings.Contains(why, "being deleted") {
+	if u, why := shouldUninstall(ds, cfg, true); !u || !strings.Contains(why, "being deleted") {
 		t.Fatalf("got %v %s", u, why)
 	}
 	if _, err := dsc.Patch(ctx, "mesh-cni", "application/merge-patch+json", []byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, func() bool { u, why := shouldUninstall(client, cfg); return u && strings.Contains(why, "gone") })
+	waitFor(t, func() bool { u, why := shouldUninstall(ds, cfg, true); return u && strings.Contains(why, "gone") })
 	for mode, want := range map[string]bool{"always": true, "never": false} {
 		c := *cfg
 		c.uninstallMode = mode
-		if u, _ := shouldUninstall(nil, &c); u != want {
+		if u, _ := shouldUninstall(nil, &c, false); u != want {
 			t.Errorf("%s: %v", mode, u)
 		}
 	}
-	if u, _ := shouldUninstall(nil, cfg); u {
+	if u, _ := shouldUninstall(nil, cfg, true); u {
 		t.Error("auto without API access uninstalled")
+	}
+
+	// The binding goes (helm uninstall removes RBAC right after the
+	// DaemonSet): 403 means uninstall only if the GET worked before.
+	if err := env.Client.RbacV1().RoleBindings(ns).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool {
+		_, err := ds.DaemonSets(ns).Get(ctx, "mesh-cni", metav1.GetOptions{})
+		return apierrors.IsForbidden(err)
+	})
+	if u, why := shouldUninstall(ds, cfg, false); u {
+		t.Errorf("403 without an earlier success uninstalled: %s", why)
+	}
+	if u, why := shouldUninstall(ds, cfg, true); !u || !strings.Contains(why, "RBAC is gone") {
+		t.Errorf("403 after access: got %v %s", u, why)
+	}
+	// The ServiceAccount goes: its tokens stop working (401).
+	if err := env.Client.CoreV1().ServiceAccounts(ns).Delete(ctx, "mesh-cni", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool {
+		_, err := ds.DaemonSets(ns).Get(ctx, "mesh-cni", metav1.GetOptions{})
+		return apierrors.IsUnauthorized(err)
+	})
+	if u, why := shouldUninstall(ds, cfg, false); u {
+		t.Errorf("401 without an earlier success uninstalled: %s", why)
+	}
+	if u, why := shouldUninstall(ds, cfg, true); !u || !strings.Contains(why, "ServiceAccount is gone") {
+		t.Errorf("401 after access: got %v %s", u, why)
+	}
+}
+
+func TestDecide(t *testing.T) {
+	gr := schema.GroupResource{Group: "apps", Resource: "daemonsets"}
+	for _, c := range []struct {
+		name    string
+		err     error
+		allowed bool
+		want    bool
+	}{
+		{"not found", apierrors.NewNotFound(gr, "mesh-cni"), false, true},
+		{"unauthorized after access", apierrors.NewUnauthorized("token"), true, true},
+		{"unauthorized, never allowed", apierrors.NewUnauthorized("token"), false, false},
+		{"forbidden after access", apierrors.NewForbidden(gr, "mesh-cni", errors.New("no")), true, true},
+		{"forbidden, never allowed", apierrors.NewForbidden(gr, "mesh-cni", errors.New("no")), false, false},
+		{"timeout", apierrors.NewTimeoutError("slow", 1), true, false},
+		{"server error", apierrors.NewInternalError(errors.New("etcd")), true, false},
+		{"unreachable", &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}, true, false},
+		{"deadline", context.DeadlineExceeded, true, false},
+	} {
+		if got, why := decide(c.err, c.allowed, "ns/mesh-cni"); got != c.want {
+			t.Errorf("%s: got %v (%s)", c.name, got, why)
+		}
 	}
 }
 

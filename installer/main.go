@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"k8s.io/client-go/kubernetes"
+	appsv1client "k8s.io/client-go/kubernetes/typed/apps/v1"
 
 	"github.com/mesh-cni/mesh-cni/pkg/agent"
 	"github.com/mesh-cni/mesh-cni/pkg/install"
@@ -124,8 +125,13 @@ func run(cfg *config, log *slog.Logger) error {
 			log.Error("report socket stopped", "err", err)
 		}
 	}()
+	var probe *dsProbe
 	if client != nil {
 		startControllers(ctx, client, cfg, log)
+		if cfg.uninstallMode == "auto" && cfg.namespace != "" {
+			probe = &dsProbe{daemonSets: client.AppsV1(), namespace: cfg.namespace, name: cfg.daemonSetName, log: log}
+			go probe.run(ctx)
+		}
 	}
 	go func() { errc <- a.Run(ctx) }()
 
@@ -138,7 +144,11 @@ func run(cfg *config, log *slog.Logger) error {
 		}
 	}
 	log.Info("stopping")
-	uninstall, why := shouldUninstall(client, cfg)
+	var daemonSets appsv1client.DaemonSetsGetter
+	if client != nil {
+		daemonSets = client.AppsV1()
+	}
+	uninstall, why := shouldUninstall(daemonSets, cfg, probe != nil && probe.allowed.Load())
 	if !uninstall {
 		log.Info("leaving mesh-cni installed", "why", why)
 		return nil

@@ -1,0 +1,238 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/mesh-cni/mesh-cni/pkg/testenv"
+)
+
+// TestAgentStopDecision runs the real agent binary with the chart's RBAC
+// against a real API server and stops it the ways a cluster does:
+// helm uninstall (DaemonSet deleted, then its ServiceAccount and bindings,
+// before the pod gets SIGTERM), RBAC gone with the ServiceAccount kept, a
+// plain restart, and a stop while the API server is unreachable.
+func TestAgentStopDecision(t *testing.T) {
+	env := testenv.Start(t)
+	bin := buildAgent(t)
+	ctx := context.Background()
+	bg := metav1.DeletePropagationBackground
+	delDS := func(ns string) {
+		if err := env.Client.AppsV1().DaemonSets(ns).Delete(ctx, "mesh-cni", metav1.DeleteOptions{PropagationPolicy: &bg}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	delBindings := func(ns string) {
+		if err := env.Client.RbacV1().RoleBindings(ns).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		crbs, err := env.Client.RbacV1().ClusterRoleBindings().List(ctx, metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, b := range crbs.Items {
+			if strings.HasPrefix(b.Name, ns+"-") {
+				if err := env.Client.RbacV1().ClusterRoleBindings().Delete(ctx, b.Name, metav1.DeleteOptions{}); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+	}
+	for _, c := range []struct {
+		name      string
+		before    func(ns string, api *tcpProxy, token string) // between ready and SIGTERM
+		uninstall bool
+		why       string
+	}{
+		{"helm uninstall", func(ns string, _ *tcpProxy, token string) {
+			delDS(ns)
+			if err := env.Client.CoreV1().ServiceAccounts(ns).Delete(ctx, "mesh-cni", metav1.DeleteOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			delBindings(ns)
+			// The API server's ServiceAccount cache lags the delete a
+			// moment (a 403 then, covered below); wait for the 401.
+			sa, err := kubernetes.NewForConfig(env.TokenConfig(token))
+			if err != nil {
+				t.Fatal(err)
+			}
+			waitFor(t, func() bool {
+				_, err := sa.AppsV1().DaemonSets(ns).Get(ctx, "mesh-cni", metav1.GetOptions{})
+				return apierrors.IsUnauthorized(err)
+			})
+		}, true, "ServiceAccount is gone"},
+		{"RBAC gone, ServiceAccount kept", func(ns string, _ *tcpProxy, _ string) {
+			delDS(ns)
+			delBindings(ns)
+		}, true, "RBAC is gone"},
+		{"DaemonSet gone, RBAC intact", func(ns string, _ *tcpProxy, _ string) { delDS(ns) }, true, "is gone"},
+		{"restart", func(string, *tcpProxy, string) {}, false, "DaemonSet still exists"},
+		{"API unreachable", func(_ string, api *tcpProxy, _ string) { api.Close() }, false, "cannot look up the DaemonSet"},
+		{"API unreachable, RBAC gone", func(ns string, api *tcpProxy, _ string) {
+			delDS(ns)
+			delBindings(ns)
+			api.Close()
+		}, false, "cannot look up the DaemonSet"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ns, _, token := agentClient(t, env)
+			api := newTCPProxy(t, env.Host)
+			r := startAgentRig(t, env, bin, ns, token, api.addr)
+			waitFor(t, func() bool { return strings.Contains(r.logs.String(), "DaemonSet lookup allowed") })
+			c.before(ns, api, token)
+			r.cmd.Process.Signal(syscall.SIGTERM)
+			if err := r.cmd.Wait(); err != nil {
+				t.Fatalf("agent exit: %v\n%s", err, r.logs.String())
+			}
+			if !strings.Contains(r.logs.String(), c.why) {
+				t.Errorf("stop reason: want %q in the log", c.why)
+			}
+			got, _ := os.ReadFile(r.primary)
+			installed := []string{"host/opt/cni/bin/mesh-cni", "host/var/lib/mesh-cni/kubeconfig", "host/var/run/mesh-cni/ready"}
+			if c.uninstall {
+				if !bytes.Equal(got, r.orig) {
+					t.Errorf("primary not restored byte for byte:\n%s", got)
+				}
+				for _, p := range installed {
+					if _, err := os.Stat(r.d(p)); !os.IsNotExist(err) {
+						t.Errorf("%s left after uninstall: %v", p, err)
+					}
+				}
+				return
+			}
+			if !bytes.Contains(got, []byte(`"mesh-cni"`)) {
+				t.Errorf("chain entry removed:\n%s", got)
+			}
+			for _, p := range installed {
+				if _, err := os.Stat(r.d(p)); err != nil {
+					t.Errorf("%s gone: %v", p, err)
+				}
+			}
+		})
+	}
+}
+
+type agentRig struct {
+	cmd     *exec.Cmd
+	logs    *syncBuffer
+	d       func(string) string
+	primary string
+	orig    []byte
+}
+
+// startAgentRig runs the agent binary on temp dirs (kindnet's conflist as
+// the primary) against the API server at apiAddr, and waits until ready.
+func startAgentRig(t *testing.T, env *testenv.Env, bin, ns, token, apiAddr string) *agentRig {
+	t.Helper()
+	root := t.TempDir()
+	r := &agentRig{logs: &syncBuffer{}, d: func(p string) string { return filepath.Join(root, p) }}
+	for _, p := range []string{"host/opt/cni/bin", "host/etc/cni/net.d", "sa", "img"} {
+		os.MkdirAll(r.d(p), 0o755)
+	}
+	var err error
+	if r.orig, err = os.ReadFile("../pkg/install/testdata/conflists/kindnet-ipv4.conflist"); err != nil {
+		t.Fatal(err)
+	}
+	r.primary = r.d("host/etc/cni/net.d/10-kindnet.conflist")
+	os.WriteFile(r.primary, r.orig, 0o644)
+	os.WriteFile(r.d("sa/token"), []byte(token), 0o600)
+	os.WriteFile(r.d("sa/ca.crt"), env.CAData, 0o600)
+	os.WriteFile(r.d("img/mesh-cni"), []byte("plugin"), 0o755)
+	os.WriteFile(r.d("img/plugin.json"), []byte(`{"type":"mesh-cni","backend":"nftables"}`), 0o644)
+	host, port, _ := net.SplitHostPort(apiAddr)
+	nodeName := "node-" + ns
+	env.Node(t, nodeName)
+	probe := freeAddrT(t)
+	r.cmd = exec.Command(bin, "--cni-bin-dir", r.d("host/opt/cni/bin"), "--cni-conf-dir", r.d("host/etc/cni/net.d"),
+		"--state-dir", r.d("host/var/lib/mesh-cni"), "--run-dir", r.d("host/var/run/mesh-cni"),
+		"--plugin-config", r.d("img/plugin.json"), "--plugin-binary", r.d("img/mesh-cni"),
+		"--token-path", r.d("sa/token"), "--probe-addr", probe, "--metrics-addr", freeAddrT(t), "--log-level=debug")
+	r.cmd.Env = append(os.Environ(), "KUBERNETES_SERVICE_HOST="+host, "KUBERNETES_SERVICE_PORT="+port,
+		"NODE_NAME="+nodeName, "POD_NAMESPACE="+ns)
+	r.cmd.Stderr = r.logs
+	if err := r.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		r.cmd.Process.Kill()
+		r.cmd.Wait()
+		if t.Failed() {
+			t.Logf("agent log:\n%s", r.logs.String())
+		}
+	})
+	waitFor(t, func() bool {
+		resp, err := http.Get("http://" + probe + "/readyz")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == 200
+	})
+	return r
+}
+
+// tcpProxy forwards to the API server until closed; closing it makes the
+// API server unreachable for the agent (refused, existing streams cut).
+type tcpProxy struct {
+	addr  string
+	l     net.Listener
+	mu    sync.Mutex
+	conns []net.Conn
+}
+
+func newTCPProxy(t *testing.T, target string) *tcpProxy {
+	t.Helper()
+	u, err := url.Parse(target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := netListen()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &tcpProxy{addr: l.Addr().String(), l: l}
+	t.Cleanup(p.Close)
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			up, err := net.Dial("tcp", u.Host)
+			if err != nil {
+				c.Close()
+				continue
+			}
+			p.mu.Lock()
+			p.conns = append(p.conns, c, up)
+			p.mu.Unlock()
+			go func() { io.Copy(up, c); up.Close() }()
+			go func() { io.Copy(c, up); c.Close() }()
+		}
+	}()
+	return p
+}
+
+func (p *tcpProxy) Close() {
+	p.l.Close()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, c := range p.conns {
+		c.Close()
+	}
+}
