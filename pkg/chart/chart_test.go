@@ -465,6 +465,13 @@ func TestBadValues(t *testing.T) {
 		{"subdir needs chained", map[string]any{"cni": map[string]any{"chained": false, "confFileName": "x.conf", "subdirChaining": true}}, []string{"cni.subdirChaining"}},
 		{"NAD needs non-chained", map[string]any{"openshift": map[string]any{"networkAttachmentDefinition": map[string]any{"enabled": true}}}, []string{"openshift.networkAttachmentDefinition.enabled"}},
 		{"same ports", map[string]any{"metrics": map[string]any{"port": 9196}}, []string{"probes.port", "metrics.port"}},
+		{"captureDNS needs dnsPort", map[string]any{"meshes": map[string]any{"linkerd": map[string]any{"captureDNS": true}}}, []string{"meshes.linkerd.dnsPort"}},
+		{"bad trustAnnotations", map[string]any{"meshes": map[string]any{"linkerd": map[string]any{"trustAnnotations": "yes"}}}, []string{"trustAnnotations"}},
+		{"bad proxyGID", map[string]any{"meshes": map[string]any{"istio": map[string]any{"proxyGID": -2}}}, []string{"proxyGID"}},
+		{"bad proxyUID", map[string]any{"meshes": map[string]any{"istio": map[string]any{"proxyUID": -1}}}, []string{"proxyUID"}},
+		{"bad subnet", map[string]any{"meshes": map[string]any{"istio": map[string]any{"includeSubnets": []any{"10.0.0.0/x"}}}}, []string{"includeSubnets"}},
+		{"star in skipSubnets", map[string]any{"meshes": map[string]any{"istio": map[string]any{"skipSubnets": []any{"*"}}}}, []string{"skipSubnets"}},
+		{"bad interface", map[string]any{"meshes": map[string]any{"istio": map[string]any{"excludeInterfaces": []any{"eth0:1"}}}}, []string{"excludeInterfaces"}},
 		{"bad repair policy", map[string]any{"repair": map[string]any{"policy": "restart"}}, []string{"policy"}},
 	}
 	for _, c := range cases {

@@ -222,7 +222,10 @@ has any value, replaces requests/limits. */}}
 
 {{/*
 mesh-cni.meshes renders the plugin's "meshes" object: each profile with its
-empty fields left out, and the linkerd2-cni proxy values folded into linkerd.
+null and "" fields left out (the profile's default applies), and the
+linkerd2-cni proxy values folded into linkerd. A list, even [], is passed as
+is: [] clears a profile's default list, as in the plugin. Ports in lists
+become strings; numbers stay integers (proxyGID -1 = no GID exemption).
 */}}
 {{- define "mesh-cni.meshes" -}}
 {{- $v := .Values }}
@@ -232,17 +235,24 @@ empty fields left out, and the linkerd2-cni proxy values folded into linkerd.
 {{- range $k, $x := $m }}
 {{- if kindIs "invalid" $x }}
 {{- else if has $k (list "portsToRedirect" "ignoreInboundPorts" "ignoreOutboundPorts" "includeOutboundPorts") }}
-{{- $l := include "mesh-cni.portList" $x | fromJsonArray }}
-{{- if $l }}{{ $_ := set $c $k $l }}{{ end }}
+{{- $_ := set $c $k (include "mesh-cni.portList" $x | fromJsonArray) }}
 {{- else if kindIs "slice" $x }}
-{{- if $x }}{{ $_ := set $c $k $x }}{{ end }}
+{{- $l := list }}{{ range $x }}{{ $l = append $l (toString .) }}{{ end }}
+{{- $_ := set $c $k $l }}
 {{- else if kindIs "string" $x }}
 {{- if $x }}{{ $_ := set $c $k $x }}{{ end }}
 {{- else if has $k (list "proxyUID" "proxyGID" "inboundPort" "outboundPort" "tunnelPort" "dnsPort") }}
-{{- if ge (int64 $x) 0 }}{{ $_ := set $c $k (int64 $x) }}{{ end }}
+{{- $_ := set $c $k (int64 $x) }}
 {{- else }}
 {{- $_ := set $c $k $x }}
 {{- end }}
+{{- end }}
+{{- if and $c.captureDNS (not $c.dnsPort) (ne $name "istio") }}
+{{- fail (printf "meshes.%s.captureDNS=true needs meshes.%s.dnsPort: where captured DNS goes" $name $name) }}
+{{- end }}
+{{- if and (eq $name "custom") (not (hasKey $c "enabled")) }}
+{{- /* The plugin turns on a custom entry without "enabled"; the chart's default is off. */}}
+{{- $_ := set $c "enabled" false }}
 {{- end }}
 {{- $_ := set $out $name $c }}
 {{- end }}
