@@ -24,7 +24,7 @@ build:
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/mesh-cni-validator ./validator
 
 ## test: every test (the README's test command)
-test: deps build k8s-bins test-unit test-fuzz test-chart
+test: deps build k8s-bins test-unit test-fuzz test-chart test-e2e-ci
 
 ## k8s-bins: etcd, kube-apiserver, kube-controller-manager, kubectl for the API-server tests (pkg/testenv), built from source, cached in $(MESH_CNI_CACHE)/k8s
 K8S_BINS ?= etcd kube-apiserver kube-controller-manager kubectl
@@ -131,11 +131,11 @@ E2E_GO_TEST = $(GO) test -v -tags e2e -count=1 -timeout $(E2E_TIMEOUT) ./e2e -gi
 # The other cluster shapes run the smoke specs unless E2E_LABELS says otherwise.
 E2E_GO_SMOKE = $(GO) test -v -tags e2e -count=1 -timeout $(E2E_TIMEOUT) ./e2e -ginkgo.v -ginkgo.no-color -ginkgo.label-filter='$(or $(E2E_LABELS),smoke)'
 test-e2e: image-tar testproxy-tar kind-image
-	$(E2E_ENV) E2E_INSTALL=helm E2E_CLUSTER=mesh-cni-e2e-helm \
+	$(E2E_ENV) E2E_INSTALL=helm E2E_CLUSTER=mesh-cni-e2e-helm-$$$$ \
 	  E2E_KIND_CONFIG=$(CURDIR)/kind-configs/multi-node.yaml $(E2E_GO_TEST)
-	$(E2E_ENV) E2E_INSTALL=kustomize E2E_CLUSTER=mesh-cni-e2e-kustomize \
+	$(E2E_ENV) E2E_INSTALL=kustomize E2E_CLUSTER=mesh-cni-e2e-kustomize-$$$$ \
 	  E2E_KIND_CONFIG=$(CURDIR)/kind-configs/single-node.yaml $(E2E_GO_SMOKE)
-	$(E2E_ENV) E2E_INSTALL=helm E2E_CLUSTER=mesh-cni-e2e-dual \
+	$(E2E_ENV) E2E_INSTALL=helm E2E_CLUSTER=mesh-cni-e2e-dual-$$$$ \
 	  E2E_KIND_CONFIG=$(CURDIR)/kind-configs/dual-stack.yaml $(E2E_GO_SMOKE)
 
 ## test-e2e-ci: the e2e run of `make test`: every spec but `uninstall` on the
@@ -143,17 +143,17 @@ test-e2e: image-tar testproxy-tar kind-image
 ## because the agent cannot yet tell a `helm uninstall` from a restart once the
 ## release's RBAC is gone (e2e/README.md); `make test-e2e` runs it.
 test-e2e-ci: image-tar testproxy-tar kind-image
-	$(E2E_ENV) E2E_INSTALL=helm E2E_CLUSTER=mesh-cni-e2e-helm \
+	$(E2E_ENV) E2E_INSTALL=helm E2E_CLUSTER=mesh-cni-e2e-helm-$$$$ \
 	  E2E_KIND_CONFIG=$(CURDIR)/kind-configs/multi-node.yaml $(GO) test -v -tags e2e -count=1 -timeout $(E2E_TIMEOUT) \
 	  ./e2e -ginkgo.v -ginkgo.no-color -ginkgo.label-filter='!uninstall'
-	$(E2E_ENV) E2E_INSTALL=kustomize E2E_CLUSTER=mesh-cni-e2e-kustomize \
+	$(E2E_ENV) E2E_INSTALL=kustomize E2E_CLUSTER=mesh-cni-e2e-kustomize-$$$$ \
 	  E2E_KIND_CONFIG=$(CURDIR)/kind-configs/single-node.yaml $(E2E_GO_SMOKE)
 
 ## test-e2e-more: the IPv6-only and GKE-path clusters (smoke specs)
 test-e2e-more: image-tar testproxy-tar kind-image
-	$(E2E_ENV) E2E_CLUSTER=mesh-cni-e2e-ipv6 \
+	$(E2E_ENV) E2E_CLUSTER=mesh-cni-e2e-ipv6-$$$$ \
 	  E2E_KIND_CONFIG=$(CURDIR)/kind-configs/ipv6.yaml $(E2E_GO_SMOKE)
-	$(E2E_ENV) E2E_CLUSTER=mesh-cni-e2e-gke E2E_HELM_SET=platform=gke \
+	$(E2E_ENV) E2E_CLUSTER=mesh-cni-e2e-gke-$$$$ E2E_HELM_SET=platform=gke \
 	  E2E_KIND_CONFIG=$(CURDIR)/kind-configs/gke-like.yaml $(E2E_GO_SMOKE)
 
 .PHONY: kind-image testproxy-tar test-e2e test-e2e-ci test-e2e-more demo demo-down
