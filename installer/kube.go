@@ -47,6 +47,28 @@ func publisher(client kubernetes.Interface, nodeName string) func(context.Contex
 	}
 }
 
+// publishedStatus reads the status an earlier run left on this node.
+func publishedStatus(client kubernetes.Interface, nodeName string) func(context.Context) (*agent.Status, error) {
+	if client == nil || nodeName == "" {
+		return nil
+	}
+	return func(ctx context.Context) (*agent.Status, error) {
+		n, err := client.CoreV1().Nodes().Get(ctx, nodeName, metav1.GetOptions{})
+		if err != nil {
+			return nil, fmt.Errorf("get node %s: %w", nodeName, err)
+		}
+		raw, ok := n.Annotations[agent.StatusAnnotation]
+		if !ok {
+			return nil, nil
+		}
+		var st agent.Status
+		if err := json.Unmarshal([]byte(raw), &st); err != nil {
+			return nil, fmt.Errorf("node %s annotation %s: %w", nodeName, agent.StatusAnnotation, err)
+		}
+		return &st, nil
+	}
+}
+
 func patchAnnotation(ctx context.Context, client kubernetes.Interface, nodeName string, value any) error {
 	patch, err := json.Marshal(map[string]any{
 		"metadata": map[string]any{"annotations": map[string]any{agent.StatusAnnotation: value}},

@@ -28,6 +28,7 @@ import (
 
 	"github.com/mesh-cni/mesh-cni/pkg/agent"
 	"github.com/mesh-cni/mesh-cni/pkg/chart"
+	"github.com/mesh-cni/mesh-cni/pkg/node"
 	"github.com/mesh-cni/mesh-cni/pkg/testenv"
 )
 
@@ -356,6 +357,7 @@ func TestAgentAgainstAPIServer(t *testing.T) {
 		t.Fatalf("rotated kubeconfig does not work: %v", err)
 	}
 
+	readySince := status().Time
 	// SIGTERM while the DaemonSet exists: everything stays.
 	cmd.Process.Signal(syscall.SIGTERM)
 	if err := cmd.Wait(); err != nil {
@@ -371,8 +373,16 @@ func TestAgentAgainstAPIServer(t *testing.T) {
 	}
 
 	// Restart, then delete the DaemonSet and stop: a real uninstall.
+	// The restart keeps the ready time: nothing left the node meanwhile.
+	time.Sleep(1100 * time.Millisecond) // the time has one-second resolution
 	cmd = start()
 	waitFor(t, readyz)
+	if m, err := node.ReadMarker(d("host/var/run/mesh-cni/ready")); err != nil || !m.Time.Equal(readySince) {
+		t.Errorf("marker after a restart: %+v %v; ready since %v", m, err, readySince)
+	}
+	if st := status(); st == nil || !st.Time.Equal(readySince) {
+		t.Errorf("Node status after a restart: %+v; ready since %v", st, readySince)
+	}
 	if err := env.Client.AppsV1().DaemonSets(ns).Delete(ctx, "mesh-cni", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}

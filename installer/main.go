@@ -112,6 +112,7 @@ func run(cfg *config, log *slog.Logger) error {
 		Backend:      backendOf(entry),
 		Version:      version.Version,
 		Publish:      publisher(client, cfg.nodeName),
+		Published:    publishedStatus(client, cfg.nodeName),
 		OnFirstReady: firstReady(ctx, client, cfg, log),
 		Log:          log,
 	})

@@ -49,7 +49,11 @@ type Options struct {
 	TokenResync  time.Duration                       // default 1m
 	Publish      func(context.Context, Status) error // Node annotation; nil = off
 	OnFirstReady func()                              // once, the first time ready (startup taint)
-	Log          *slog.Logger
+	// Published returns the status last published on the Node (nil when
+	// there is none); asked once at start when no marker survived (a
+	// reboot empties the run dir), so the ready time can carry over.
+	Published func(context.Context) (*Status, error)
+	Log       *slog.Logger
 }
 
 // Agent is safe for concurrent use by the HTTP handlers.
@@ -68,6 +72,9 @@ type Agent struct {
 	readyOnce    sync.Once
 	lastKubeFail string
 	publishCh    chan Status
+	// prev is the marker (or Node status) an earlier run left: its time
+	// carries over when this run comes up ready in the same state.
+	prev *node.Marker
 }
 
 // New returns an agent; Run starts it.
@@ -83,7 +90,34 @@ func New(o Options) *Agent {
 	}
 	a := &Agent{o: o, publishCh: make(chan Status, 1)}
 	a.status = Status{Reason: "starting"}
+	if m, err := node.ReadMarker(o.Marker); err == nil && !m.Time.IsZero() {
+		a.prev = m
+	}
 	return a
+}
+
+// loadPublished falls back to the Node status for the previous ready time
+// when no marker survived.
+func (a *Agent) loadPublished(ctx context.Context) {
+	a.mu.Lock()
+	have := a.prev != nil
+	a.mu.Unlock()
+	if have || a.o.Published == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	st, err := a.o.Published(ctx)
+	if err != nil {
+		a.o.Log.Debug("cannot read the published status; a ready time starts now", "err", err)
+		return
+	}
+	if st != nil && st.Ready && !st.Time.IsZero() {
+		m := st.Marker
+		a.mu.Lock()
+		a.prev = &m
+		a.mu.Unlock()
+	}
 }
 
 // Run keeps everything in place until ctx ends. It leaves everything in
@@ -97,6 +131,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		a.running = false
 		a.mu.Unlock()
 	}()
+	a.loadPublished(ctx)
 	if a.o.Publish != nil {
 		go a.publishLoop(ctx)
 	}
@@ -279,6 +314,15 @@ func (a *Agent) update() {
 	changed := st.Ready != a.status.Ready || st.Reason != a.status.Reason || st.Conf != a.status.Conf
 	if changed {
 		st.Time = time.Now().UTC().Truncate(time.Second)
+		if p := a.prev; st.Ready && p != nil && p.Binary == st.Binary && p.Conf == st.Conf && p.Kubeconfig == st.Kubeconfig {
+			// A restart (rolling update) into the same state: binary,
+			// chain entry and kubeconfig never left, so the node has been
+			// ready since then, not since now.
+			st.Time = p.Time
+		}
+		if st.Ready || a.passes > 0 {
+			a.prev = nil // only this run's first verdict can carry over
+		}
 	}
 	if st.Ready {
 		if _, err := os.Stat(a.o.Marker); changed || !a.markerOn || err != nil {

@@ -33,7 +33,13 @@ type fixture struct {
 
 func newFixture(t *testing.T, withKube bool) *fixture {
 	t.Helper()
-	root := t.TempDir()
+	return newFixtureIn(t, t.TempDir(), withKube, nil)
+}
+
+// newFixtureIn builds an agent on the dirs under root (a second agent on
+// the same root is a restart); published, when set, is its Node status.
+func newFixtureIn(t *testing.T, root string, withKube bool, published *Status) *fixture {
+	t.Helper()
 	f := &fixture{root: root, conf: root + "/conf", bin: root + "/bin", state: root + "/state", run: root + "/run", token: root + "/sa/token"}
 	for _, d := range []string{f.conf, f.bin, f.state, f.run, root + "/sa", root + "/img"} {
 		os.MkdirAll(d, 0o755)
@@ -70,15 +76,21 @@ func newFixture(t *testing.T, withKube bool) *fixture {
 	if !withKube {
 		o.KubeOptsErr = io.ErrUnexpectedEOF
 	}
+	if published != nil {
+		o.Published = func(context.Context) (*Status, error) { return published, nil }
+	}
 	f.a = New(o)
 	return f
 }
 
-func (f *fixture) start(t *testing.T) {
+func (f *fixture) start(t *testing.T) (stop func()) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); f.a.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
+	var once sync.Once
+	stop = func() { once.Do(func() { cancel(); <-done }) }
+	t.Cleanup(stop)
+	return stop
 }
 
 func eventually(t *testing.T, what string, ok func() bool) {
