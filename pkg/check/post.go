@@ -264,9 +264,11 @@ func NoRepairCandidates(ctx context.Context, c *Cluster) Result {
 	if err != nil {
 		return fail(name, "list pods: "+err.Error(), "run as a user who may list pods in all namespaces")
 	}
-	// A validator's exit code proves the redirect was missing; a start
-	// before the agent's ready time only suggests it: an agent restart
-	// (rolling update) also moves that time, while the chain entry stayed.
+	// A validator's exit code proves the redirect was missing. A start
+	// before the agent's ready time means the pod reached its node before
+	// the plugin was chained there: the agent keeps that time across its
+	// own restarts (the chain entry stays), so only a real transition to
+	// ready moves it.
 	var proven, suspect []string
 	for i := range pods.Items {
 		p := &pods.Items[i]
@@ -288,12 +290,11 @@ func NoRepairCandidates(ctx context.Context, c *Cluster) Result {
 	const fix = "restart them so they start meshed (kubectl -n <namespace> delete pod <name>, or roll their workload); the repair controller (repair.enabled) does this by itself"
 	switch {
 	case len(proven) > 0:
-		return fail(name, fmt.Sprintf("%d pod(s) run without redirection (their validator says so), %d more may", len(proven), len(suspect)),
+		return fail(name, fmt.Sprintf("%d pod(s) run without redirection (their validator says so), %d more started before their node was ready", len(proven), len(suspect)),
 			fix, append(proven, suspect...)...)
 	case len(suspect) > 0:
-		return warn(name, fmt.Sprintf("%d pod(s) may run without redirection", len(suspect)),
-			"pods started while the agent restarted (an upgrade) kept their redirect, since the chain entry stays; otherwise "+fix,
-			suspect...)
+		return fail(name, fmt.Sprintf("%d pod(s) started before their node's agent was ready and may run without redirection", len(suspect)),
+			fix, suspect...)
 	}
 	return ok(name, "")
 }
