@@ -24,43 +24,16 @@ type workload struct {
 	} `json:"spec"`
 }
 
-// manifest is the part of a Kubernetes Pod (YAML or JSON, e.g. from
-// "kubectl get pod -o yaml") that decides redirection.
+// manifest is a Kubernetes Pod (YAML or JSON, e.g. from
+// "kubectl get pod -o yaml") with the status fields explain reads.
 type manifest struct {
-	Kind     string `json:"kind"`
-	Metadata struct {
-		Name        string            `json:"name"`
-		Namespace   string            `json:"namespace"`
-		Labels      map[string]string `json:"labels"`
-		Annotations map[string]string `json:"annotations"`
-	} `json:"metadata"`
-	Spec struct {
-		SecurityContext *securityContext `json:"securityContext"`
-		Containers      []container      `json:"containers"`
-		InitContainers  []container      `json:"initContainers"`
-	} `json:"spec"`
+	mesh.APIPod
 	Status struct {
 		PodIP  string `json:"podIP"`
 		PodIPs []struct {
 			IP string `json:"ip"`
 		} `json:"podIPs"`
 	} `json:"status"`
-}
-
-type securityContext struct {
-	RunAsUser  *int64 `json:"runAsUser"`
-	RunAsGroup *int64 `json:"runAsGroup"`
-}
-
-type container struct {
-	Name          string   `json:"name"`
-	Args          []string `json:"args"`
-	RestartPolicy string   `json:"restartPolicy"`
-	Env           []struct {
-		Name  string `json:"name"`
-		Value string `json:"value"`
-	} `json:"env"`
-	SecurityContext *securityContext `json:"securityContext"`
 }
 
 // readPod reads a pod manifest file into a mesh.Pod with its spec known,
@@ -95,21 +68,9 @@ func readPod(path string) (mesh.Pod, []rules.Family, error) {
 		}
 		m = *tmpl
 	}
-	pod := mesh.Pod{
-		Namespace:   m.Metadata.Namespace,
-		Name:        m.Metadata.Name,
-		Labels:      m.Metadata.Labels,
-		Annotations: m.Metadata.Annotations,
-		SpecKnown:   true,
-	}
+	pod := m.Pod()
 	if pod.Annotations == nil {
 		pod.Annotations = map[string]string{}
-	}
-	for _, c := range m.Spec.Containers {
-		pod.Containers = append(pod.Containers, c.toMesh(m.Spec.SecurityContext))
-	}
-	for _, c := range m.Spec.InitContainers {
-		pod.InitContainers = append(pod.InitContainers, c.toMesh(m.Spec.SecurityContext))
 	}
 	var fams []rules.Family
 	ips := []string{m.Status.PodIP}
@@ -126,28 +87,4 @@ func readPod(path string) (mesh.Pod, []rules.Family, error) {
 		}
 	}
 	return pod, fams, nil
-}
-
-// toMesh applies the pod-level securityContext where the container sets
-// none, as the kubelet does.
-func (c container) toMesh(pod *securityContext) mesh.Container {
-	out := mesh.Container{Name: c.Name, Args: c.Args, RestartPolicy: c.RestartPolicy}
-	for _, sc := range []*securityContext{pod, c.SecurityContext} {
-		if sc == nil {
-			continue
-		}
-		if sc.RunAsUser != nil {
-			out.RunAsUser = sc.RunAsUser
-		}
-		if sc.RunAsGroup != nil {
-			out.RunAsGroup = sc.RunAsGroup
-		}
-	}
-	for _, e := range c.Env {
-		if out.Env == nil {
-			out.Env = map[string]string{}
-		}
-		out.Env[e.Name] = e.Value
-	}
-	return out
 }
