@@ -149,12 +149,14 @@ test-e2e-ci: image-tar testproxy-tar kind-image
 	$(E2E_ENV) E2E_INSTALL=kustomize E2E_CLUSTER=mesh-cni-e2e-kustomize-$$$$ \
 	  E2E_KIND_CONFIG=$(CURDIR)/kind-configs/single-node.yaml $(E2E_GO_SMOKE)
 
-## test-e2e-more: the IPv6-only and GKE-path clusters (smoke specs)
+## test-e2e-more: the IPv6-only, GKE-path and rewriting-primary clusters (smoke specs)
 test-e2e-more: image-tar testproxy-tar kind-image
 	$(E2E_ENV) E2E_CLUSTER=mesh-cni-e2e-ipv6-$$$$ \
 	  E2E_KIND_CONFIG=$(CURDIR)/kind-configs/ipv6.yaml $(E2E_GO_SMOKE)
 	$(E2E_ENV) E2E_CLUSTER=mesh-cni-e2e-gke-$$$$ E2E_HELM_SET=platform=gke \
 	  E2E_KIND_CONFIG=$(CURDIR)/kind-configs/gke-like.yaml $(E2E_GO_SMOKE)
+	$(E2E_ENV) E2E_CLUSTER=mesh-cni-e2e-rewriting-$$$$ \
+	  E2E_KIND_CONFIG=$(CURDIR)/kind-configs/rewriting-primary.yaml $(E2E_GO_SMOKE)
 
 .PHONY: kind-image testproxy-tar test-e2e test-e2e-ci test-e2e-more demo demo-down
 
