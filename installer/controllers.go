@@ -5,9 +5,11 @@ import (
 	"log/slog"
 	"path/filepath"
 
-	"k8s.io/client-go/kubernetes"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/tools/cache"
 
 	"github.com/mesh-cni/mesh-cni/pkg/metrics"
+	"github.com/mesh-cni/mesh-cni/pkg/nodepods"
 	"github.com/mesh-cni/mesh-cni/pkg/podcache"
 	"github.com/mesh-cni/mesh-cni/pkg/repair"
 	"github.com/mesh-cni/mesh-cni/pkg/taint"
@@ -16,12 +18,12 @@ import (
 // The Kubernetes-facing controllers live in their own packages; these are
 // the calls the agent makes (variables so tests can watch them).
 var (
-	servePodCache = podcache.Serve
-	removeTaint   = taint.Remove
-	runRepair     = func(ctx context.Context, client kubernetes.Interface, nodeName, policy string, log *slog.Logger) error {
-		return repair.Run(ctx, client, repair.Options{
+	removeTaint = taint.Remove
+	runRepair   = func(ctx context.Context, core corev1client.CoreV1Interface, pods cache.SharedIndexInformer, nodeName, policy string, log *slog.Logger) error {
+		return repair.Run(ctx, core, repair.Options{
 			NodeName: nodeName,
 			Policy:   repair.Policy(policy),
+			Pods:     pods,
 			OnAttempt: func(p repair.Policy, o repair.Outcome) {
 				metrics.RepairActions.WithLabelValues(string(p), string(o)).Inc()
 			},
@@ -30,17 +32,23 @@ var (
 	}
 )
 
-func startControllers(ctx context.Context, client kubernetes.Interface, cfg *config, log *slog.Logger) {
+// startControllers runs the pod cache and the repair controller on one
+// shared informer over this node's pods: one list and watch, one copy of
+// each pod.
+func startControllers(ctx context.Context, core corev1client.CoreV1Interface, cfg *config, log *slog.Logger) {
+	pods := nodepods.New(core, cfg.nodeName)
+	pc := podcache.NewShared(core, pods)
 	go func() {
-		if err := servePodCache(ctx, client, cfg.nodeName, filepath.Join(cfg.runDir, "agent.sock")); err != nil && ctx.Err() == nil {
+		if err := podcache.Serve(ctx, pc, filepath.Join(cfg.runDir, "agent.sock")); err != nil && ctx.Err() == nil {
 			log.Error("pod cache stopped; the plugin falls back to the API", "err", err)
 		}
 	}()
 	if cfg.repair {
 		go func() {
-			if err := runRepair(ctx, client, cfg.nodeName, cfg.repairPolicy, log.With("component", "repair")); err != nil && ctx.Err() == nil {
+			if err := runRepair(ctx, core, pods, cfg.nodeName, cfg.repairPolicy, log.With("component", "repair")); err != nil && ctx.Err() == nil {
 				log.Error("repair controller stopped", "err", err)
 			}
 		}()
 	}
+	go pods.Run(ctx.Done())
 }

@@ -16,8 +16,8 @@ import (
 	"syscall"
 	"time"
 
-	"k8s.io/client-go/kubernetes"
 	appsv1client "k8s.io/client-go/kubernetes/typed/apps/v1"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 
 	"github.com/mesh-cni/mesh-cni/pkg/agent"
 	"github.com/mesh-cni/mesh-cni/pkg/install"
@@ -89,14 +89,19 @@ func run(cfg *config, log *slog.Logger) error {
 		caPath = filepath.Join(filepath.Dir(cfg.tokenPath), "ca.crt")
 	}
 	kopts, kerr := kubeconfig.FromEnv(cfg.tokenPath, caPath)
-	var client kubernetes.Interface
+	var client *clients
 	if kerr == nil {
-		client, err = newClient(kopts)
+		client, err = newClients(kopts)
 		if err != nil {
 			log.Warn("no Kubernetes client; Node status, repair and taint removal are off", "err", err)
 		}
 	} else {
 		log.Warn("not running in a pod; Node status, repair and taint removal are off", "err", kerr)
+	}
+
+	var nodes corev1client.NodesGetter // nil without API access
+	if client != nil {
+		nodes = client.core
 	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
@@ -111,8 +116,8 @@ func run(cfg *config, log *slog.Logger) error {
 		HostPath:     hostPath,
 		Backend:      backendOf(entry),
 		Version:      version.Version,
-		Publish:      publisher(client, cfg.nodeName),
-		Published:    publishedStatus(client, cfg.nodeName),
+		Publish:      publisher(nodes, cfg.nodeName),
+		Published:    publishedStatus(nodes, cfg.nodeName),
 		OnFirstReady: firstReady(ctx, client, cfg, log),
 		Log:          log,
 	})
@@ -128,9 +133,9 @@ func run(cfg *config, log *slog.Logger) error {
 	}()
 	var probe *dsProbe
 	if client != nil {
-		startControllers(ctx, client, cfg, log)
+		startControllers(ctx, client.core, cfg, log)
 		if cfg.uninstallMode == "auto" && cfg.namespace != "" {
-			probe = &dsProbe{daemonSets: client.AppsV1(), namespace: cfg.namespace, name: cfg.daemonSetName, log: log}
+			probe = &dsProbe{daemonSets: client.apps, namespace: cfg.namespace, name: cfg.daemonSetName, log: log}
 			go probe.run(ctx)
 		}
 	}
@@ -147,7 +152,7 @@ func run(cfg *config, log *slog.Logger) error {
 	log.Info("stopping")
 	var daemonSets appsv1client.DaemonSetsGetter
 	if client != nil {
-		daemonSets = client.AppsV1()
+		daemonSets = client.apps
 	}
 	uninstall, why := shouldUninstall(daemonSets, cfg, probe != nil && probe.allowed.Load())
 	if !uninstall {
@@ -164,7 +169,7 @@ func run(cfg *config, log *slog.Logger) error {
 	if client != nil {
 		cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		if err := clearStatus(cctx, client, cfg.nodeName); err != nil {
+		if err := clearStatus(cctx, client.core, cfg.nodeName); err != nil {
 			log.Warn("cannot clear the Node status annotation", "err", err)
 		}
 	}
@@ -184,13 +189,13 @@ func backendOf(entry []byte) string {
 }
 
 // firstReady removes the startup taint once the node is ready.
-func firstReady(ctx context.Context, client kubernetes.Interface, cfg *config, log *slog.Logger) func() {
+func firstReady(ctx context.Context, client *clients, cfg *config, log *slog.Logger) func() {
 	if client == nil || cfg.startupTaint == "" {
 		return nil
 	}
 	return func() {
 		for backoff := time.Second; ctx.Err() == nil; {
-			err := removeTaint(ctx, client, cfg.nodeName, cfg.startupTaint)
+			err := removeTaint(ctx, client.core, cfg.nodeName, cfg.startupTaint)
 			if err == nil {
 				log.Info("removed the startup taint", "taint", cfg.startupTaint)
 				return

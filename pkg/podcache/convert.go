@@ -4,6 +4,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/mesh-cni/mesh-cni/pkg/mesh"
+	"github.com/mesh-cni/mesh-cni/pkg/nodepods"
 )
 
 // FromPod is what the plugin needs of a pod: metadata and, per container,
@@ -58,37 +59,6 @@ func container(c *corev1.Container, psc *corev1.PodSecurityContext) mesh.Contain
 	return mc
 }
 
-// slim keeps only what FromPod reads, so the cache of a node with hundreds
-// of pods stays small (no status, managed fields, volumes, probes...).
-func slim(obj any) (any, error) {
-	p, ok := obj.(*corev1.Pod)
-	if !ok {
-		return obj, nil
-	}
-	s := &corev1.Pod{}
-	s.Name = p.Name
-	s.Namespace = p.Namespace
-	s.UID = p.UID
-	s.ResourceVersion = p.ResourceVersion
-	s.Labels = p.Labels
-	s.Annotations = p.Annotations
-	s.Spec.NodeName = p.Spec.NodeName
-	s.Spec.SecurityContext = p.Spec.SecurityContext
-	s.Spec.InitContainers = slimContainers(p.Spec.InitContainers)
-	s.Spec.Containers = slimContainers(p.Spec.Containers)
-	return s, nil
-}
-
-func slimContainers(cs []corev1.Container) []corev1.Container {
-	out := make([]corev1.Container, len(cs))
-	for i, c := range cs {
-		out[i] = corev1.Container{
-			Name:            c.Name,
-			Args:            c.Args,
-			Env:             c.Env,
-			SecurityContext: c.SecurityContext,
-			RestartPolicy:   c.RestartPolicy,
-		}
-	}
-	return out
-}
+// slim is the shared informer's transform; the cache's own informer uses
+// it too.
+var slim = nodepods.Slim

@@ -14,12 +14,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/client-go/informers"
-	"k8s.io/client-go/kubernetes"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/mesh-cni/mesh-cni/pkg/mesh"
+	"github.com/mesh-cni/mesh-cni/pkg/nodepods"
 )
 
 // ErrNotFound means the pod does not exist (neither cached nor in the API).
@@ -31,9 +30,9 @@ const DefaultWait = time.Second
 
 // Cache is an informer over the pods bound to one node.
 type Cache struct {
-	client   kubernetes.Interface
-	node     string
+	pods     corev1client.PodsGetter
 	informer cache.SharedIndexInformer
+	owned    bool // Run runs the informer (New); a shared one runs elsewhere
 	// Wait bounds the wait for a pod that is not cached yet; the request's
 	// context bounds it too.
 	Wait time.Duration
@@ -42,15 +41,18 @@ type Cache struct {
 	waiters map[string][]chan struct{}
 }
 
-// New returns a cache of the pods whose spec.nodeName is node. Run starts it.
-func New(client kubernetes.Interface, node string) *Cache {
-	f := informers.NewSharedInformerFactoryWithOptions(client, 0,
-		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
-			o.FieldSelector = fields.OneTermEqualSelector("spec.nodeName", node).String()
-		}))
-	inf := f.Core().V1().Pods().Informer()
-	c := &Cache{client: client, node: node, informer: inf, Wait: DefaultWait, waiters: map[string][]chan struct{}{}}
-	_ = inf.SetTransform(slim)
+// New returns a cache of the pods whose spec.nodeName is node, on an
+// informer of its own. Run starts it.
+func New(pods corev1client.PodsGetter, node string) *Cache {
+	c := NewShared(pods, nodepods.New(pods, node))
+	c.owned = true
+	return c
+}
+
+// NewShared returns a cache on the node's shared pod informer
+// (nodepods.New), which the caller runs.
+func NewShared(pods corev1client.PodsGetter, inf cache.SharedIndexInformer) *Cache {
+	c := &Cache{pods: pods, informer: inf, Wait: DefaultWait, waiters: map[string][]chan struct{}{}}
 	_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    c.notify,
 		UpdateFunc: func(_, obj any) { c.notify(obj) },
@@ -58,8 +60,12 @@ func New(client kubernetes.Interface, node string) *Cache {
 	return c
 }
 
-// Run runs the informer until ctx ends.
-func (c *Cache) Run(ctx context.Context) { c.informer.Run(ctx.Done()) }
+// Run runs the informer, when the cache owns it, until ctx ends.
+func (c *Cache) Run(ctx context.Context) {
+	if c.owned {
+		c.informer.Run(ctx.Done())
+	}
+}
 
 // HasSynced reports whether the first list has been loaded.
 func (c *Cache) HasSynced() bool { return c.informer.HasSynced() }
@@ -115,7 +121,7 @@ func (c *Cache) Get(ctx context.Context, namespace, name string) (*mesh.Pod, err
 	case <-ctx.Done():
 		return nil, fmt.Errorf("pod %s: %w", key, ctx.Err())
 	}
-	p, err := c.client.CoreV1().Pods(namespace).Get(ctx, name, metav1.GetOptions{})
+	p, err := c.pods.Pods(namespace).Get(ctx, name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return nil, fmt.Errorf("pod %s: %w", key, ErrNotFound)
 	}

@@ -47,7 +47,7 @@ func serve(t *testing.T, c kubernetes.Interface, node string) (*http.Client, str
 	sock := filepath.Join(t.TempDir(), "run", "agent.sock")
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- Serve(ctx, c, node, sock) }()
+	go func() { done <- Serve(ctx, New(c.CoreV1(), node), sock) }()
 	t.Cleanup(func() {
 		cancel()
 		if err := <-done; err != nil {
@@ -142,7 +142,7 @@ func TestCacheHoldsOnlyThisNode(t *testing.T) {
 	createPod(t, env.Client, ns, "mine", "pc-node-b")
 	createPod(t, env.Client, ns, "theirs", "pc-node-c")
 
-	c := New(env.Client, "pc-node-b")
+	c := New(env.Client.CoreV1(), "pc-node-b")
 	rctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	go c.Run(rctx)
@@ -166,7 +166,7 @@ func TestWaitsForNewPod(t *testing.T) {
 	env := testenv.Start(t)
 	ns := env.Namespace(t, "podcache")
 	env.Node(t, "pc-node-d")
-	c := New(env.Client, "pc-node-d")
+	c := New(env.Client.CoreV1(), "pc-node-d")
 	c.Wait = time.Hour
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -208,7 +208,7 @@ func TestFallbackAndDeadline(t *testing.T) {
 	ns := env.Namespace(t, "podcache")
 	env.Node(t, "pc-node-e")
 	createPod(t, env.Client, ns, "web", "pc-node-e")
-	c := New(env.Client, "pc-node-e") // never Run
+	c := New(env.Client.CoreV1(), "pc-node-e") // never Run
 	c.Wait = 20 * time.Millisecond
 	ctx := context.Background()
 	if p, err := c.Get(ctx, ns, "web"); err != nil || p.Name != "web" {
@@ -320,7 +320,7 @@ func BenchmarkLookup(b *testing.B) {
 		b.Fatal(err)
 	}
 	sock := filepath.Join(b.TempDir(), "agent.sock")
-	go func() { _ = Serve(ctx, env.Client, "pc-bench", sock) }()
+	go func() { _ = Serve(ctx, New(env.Client.CoreV1(), "pc-bench"), sock) }()
 	for {
 		resp, err := unixClient(sock).Get("http://agent/v1/pods/" + ns + "/web")
 		if err == nil {

@@ -10,19 +10,16 @@ import (
 	"os"
 	"path/filepath"
 	"time"
-
-	"k8s.io/client-go/kubernetes"
 )
 
 // MaxRequestTime bounds one lookup on the server side, whatever the client's
 // deadline.
 const MaxRequestTime = 10 * time.Second
 
-// Serve caches the pods of node and answers lookups on the unix socket at
-// socketPath until ctx ends. A stale socket file from an earlier run is
-// replaced; the socket is removed on return.
-func Serve(ctx context.Context, client kubernetes.Interface, nodeName, socketPath string) error {
-	c := New(client, nodeName)
+// Serve runs c and answers lookups on the unix socket at socketPath until
+// ctx ends. A stale socket file from an earlier run is replaced; the socket
+// is removed on return.
+func Serve(ctx context.Context, c *Cache, socketPath string) error {
 	l, err := Listen(socketPath)
 	if err != nil {
 		return err

@@ -159,7 +159,7 @@ func TestChartRBACCoversTheAgent(t *testing.T) {
 			rctx, cancel := context.WithCancel(ctx)
 			done := make(chan error, 1)
 			go func() {
-				done <- repair.Run(rctx, c, repair.Options{
+				done <- repair.Run(rctx, c.CoreV1(), repair.Options{
 					NodeName: node, Policy: policy,
 					OnAttempt: func(_ repair.Policy, o repair.Outcome) { outc <- o },
 				})
@@ -238,7 +238,7 @@ func agentPodCache(t *testing.T, c kubernetes.Interface, node, ns string) {
 	sock := filepath.Join(t.TempDir(), "agent.sock")
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- podcache.Serve(ctx, c, node, sock) }()
+	go func() { done <- podcache.Serve(ctx, podcache.New(c.CoreV1(), node), sock) }()
 	defer func() {
 		cancel()
 		if err := <-done; err != nil {
@@ -272,7 +272,7 @@ func agentPodCache(t *testing.T, c kubernetes.Interface, node, ns string) {
 func agentNode(t *testing.T, c kubernetes.Interface, node string) {
 	t.Helper()
 	ctx := context.Background()
-	if err := taint.Remove(ctx, c, node, "mesh-cni.io/not-ready"); err != nil {
+	if err := taint.Remove(ctx, c.CoreV1(), node, "mesh-cni.io/not-ready"); err != nil {
 		t.Fatalf("taint removal as the agent: %v", err)
 	}
 	patch := []byte(`{"metadata":{"annotations":{"mesh-cni.io/agent-status":"{\"ready\":true}"}}}`)

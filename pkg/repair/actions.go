@@ -78,7 +78,7 @@ func gone(err error) bool {
 }
 
 func (c *controller) evict(ctx context.Context, pod *corev1.Pod, why string) (Outcome, error) {
-	err := c.client.CoreV1().Pods(pod.Namespace).EvictV1(ctx, &policyv1.Eviction{
+	err := c.client.Pods(pod.Namespace).EvictV1(ctx, &policyv1.Eviction{
 		ObjectMeta:    metav1.ObjectMeta{Name: pod.Name, Namespace: pod.Namespace},
 		DeleteOptions: &metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &pod.UID}},
 	})
@@ -97,7 +97,7 @@ func (c *controller) evict(ctx context.Context, pod *corev1.Pod, why string) (Ou
 }
 
 func (c *controller) delete(ctx context.Context, pod *corev1.Pod, why string) (Outcome, error) {
-	err := c.client.CoreV1().Pods(pod.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{
+	err := c.client.Pods(pod.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{
 		Preconditions: &metav1.Preconditions{UID: &pod.UID},
 	})
 	switch {
@@ -132,7 +132,7 @@ func (c *controller) label(ctx context.Context, pod *corev1.Pod, why string) (Ou
 	if err != nil {
 		return Failed, err
 	}
-	_, err = c.client.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.MergePatchType, patch, metav1.PatchOptions{})
+	_, err = c.client.Pods(pod.Namespace).Patch(ctx, pod.Name, types.MergePatchType, patch, metav1.PatchOptions{})
 	switch {
 	case err == nil:
 		c.recorder.Eventf(pod, corev1.EventTypeWarning, ReasonLabeled, "%s; labelled %s", why, c.opts.Label)

@@ -17,18 +17,17 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
-	"k8s.io/client-go/informers"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
-	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/flowcontrol"
 	"k8s.io/client-go/util/workqueue"
+
+	"github.com/mesh-cni/mesh-cni/pkg/nodepods"
 )
 
 // Policy says how a broken pod is repaired.
@@ -66,8 +65,11 @@ type Options struct {
 	Label    string // "key=value" for the label policy; default DefaultLabel
 	// Validators recognised; default DefaultValidators().
 	Validators []Validator
-	// LabelSelector limits the pods watched (e.g. meshed namespaces only).
+	// LabelSelector limits the pods repaired (e.g. meshed namespaces only).
 	LabelSelector string
+	// Pods is the node's shared pod informer (nodepods.New), run by the
+	// caller; nil = Run builds and runs one of its own.
+	Pods cache.SharedIndexInformer
 	// RetryBase and RetryMax bound the per-pod back-off after a failed or
 	// blocked attempt; default 1s and 5m.
 	RetryBase, RetryMax time.Duration
@@ -129,9 +131,18 @@ func (o *Options) defaults() error {
 	return nil
 }
 
+func (o *Options) selector() (labels.Selector, error) {
+	sel, err := labels.Parse(o.LabelSelector)
+	if err != nil {
+		return nil, fmt.Errorf("repair: label selector %q: %w", o.LabelSelector, err)
+	}
+	return sel, nil
+}
+
 type controller struct {
 	opts     Options
-	client   kubernetes.Interface
+	client   corev1client.CoreV1Interface
+	selector labels.Selector
 	informer cache.SharedIndexInformer
 	queue    workqueue.TypedRateLimitingInterface[string]
 	limiter  flowcontrol.RateLimiter
@@ -146,39 +157,46 @@ type controller struct {
 
 // Run watches the pods of opts.NodeName and repairs broken ones until ctx
 // ends. It returns an error only for bad options.
-func Run(ctx context.Context, client kubernetes.Interface, opts Options) error {
+func Run(ctx context.Context, client corev1client.CoreV1Interface, opts Options) error {
 	if err := opts.defaults(); err != nil {
 		return err
 	}
-	f := informers.NewSharedInformerFactoryWithOptions(client, 0,
-		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
-			o.FieldSelector = fields.OneTermEqualSelector("spec.nodeName", opts.NodeName).String()
-			o.LabelSelector = opts.LabelSelector
-		}))
+	sel, err := opts.selector()
+	if err != nil {
+		return err
+	}
+	inf := opts.Pods
+	if inf == nil {
+		inf = nodepods.New(client, opts.NodeName)
+		go inf.Run(ctx.Done())
+	}
 	c := &controller{
 		opts:     opts,
 		client:   client,
-		informer: f.Core().V1().Pods().Informer(),
+		selector: sel,
+		informer: inf,
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.NewTypedItemExponentialFailureRateLimiter[string](opts.RetryBase, opts.RetryMax),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "mesh-cni-repair"}),
 		limiter:  flowcontrol.NewTokenBucketRateLimiter(opts.ActionsPerSecond, opts.Burst),
 		repaired: map[types.UID]time.Time{},
 	}
-	_ = c.informer.SetTransform(slim)
-	_, _ = c.informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+	reg, err := c.informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    c.enqueue,
 		UpdateFunc: func(_, obj any) { c.enqueue(obj) },
 		DeleteFunc: c.forget,
 	})
+	if err != nil {
+		return fmt.Errorf("repair: pod informer: %w", err)
+	}
+	defer func() { _ = c.informer.RemoveEventHandler(reg) }()
 
 	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
-	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
+	broadcaster.StartRecordingToSink(&corev1client.EventSinkImpl{Interface: client.Events("")})
 	defer broadcaster.Shutdown()
 	c.recorder = broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: EventComponent, Host: opts.NodeName})
 
-	go c.informer.Run(ctx.Done())
-	if !cache.WaitForCacheSync(ctx.Done(), c.informer.HasSynced) {
+	if !cache.WaitForCacheSync(ctx.Done(), reg.HasSynced) {
 		c.queue.ShutDown()
 		return nil // ctx ended first
 	}
@@ -198,7 +216,7 @@ func Run(ctx context.Context, client kubernetes.Interface, opts Options) error {
 
 func (c *controller) enqueue(obj any) {
 	pod, ok := obj.(*corev1.Pod)
-	if !ok {
+	if !ok || !c.selector.Matches(labels.Set(pod.Labels)) {
 		return
 	}
 	if _, _, broken := Broken(pod, c.opts.Validators); !broken {
@@ -256,28 +274,4 @@ func (c *controller) next(ctx context.Context) bool {
 		c.queue.Forget(key)
 	}
 	return true
-}
-
-// slim keeps what Broken and the actions read.
-func slim(obj any) (any, error) {
-	p, ok := obj.(*corev1.Pod)
-	if !ok {
-		return obj, nil
-	}
-	s := &corev1.Pod{}
-	s.Name = p.Name
-	s.Namespace = p.Namespace
-	s.UID = p.UID
-	s.ResourceVersion = p.ResourceVersion
-	s.Labels = p.Labels
-	s.DeletionTimestamp = p.DeletionTimestamp
-	s.Spec.NodeName = p.Spec.NodeName
-	s.Status.Phase = p.Status.Phase
-	s.Status.InitContainerStatuses = p.Status.InitContainerStatuses
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.DisruptionTarget {
-			s.Status.Conditions = append(s.Status.Conditions, c)
-		}
-	}
-	return s, nil
 }

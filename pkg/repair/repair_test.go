@@ -58,7 +58,7 @@ func startRepair(t *testing.T, client kubernetes.Interface, opts Options) *attem
 	opts.ActionsPerSecond, opts.Burst = 20, 20
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- Run(ctx, client, opts) }()
+	go func() { done <- Run(ctx, client.CoreV1(), opts) }()
 	t.Cleanup(func() {
 		cancel()
 		select {

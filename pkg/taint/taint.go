@@ -10,7 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/util/retry"
 )
 
@@ -19,12 +19,12 @@ import (
 // It is idempotent: no taint, no write. Concurrent writers (kubelet, the node
 // lifecycle controller) are handled by patching with the resourceVersion
 // read, and retrying on conflict. Needs get and patch on nodes.
-func Remove(ctx context.Context, client kubernetes.Interface, nodeName, key string) error {
+func Remove(ctx context.Context, nodes corev1client.NodesGetter, nodeName, key string) error {
 	if key == "" {
 		return fmt.Errorf("remove startup taint: empty taint key")
 	}
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		node, err := client.CoreV1().Nodes().Get(ctx, nodeName, metav1.GetOptions{})
+		node, err := nodes.Nodes().Get(ctx, nodeName, metav1.GetOptions{})
 		if err != nil {
 			return err
 		}
@@ -50,7 +50,7 @@ func Remove(ctx context.Context, client kubernetes.Interface, nodeName, key stri
 		if err != nil {
 			return err
 		}
-		_, err = client.CoreV1().Nodes().Patch(ctx, nodeName, types.MergePatchType, patch, metav1.PatchOptions{})
+		_, err = nodes.Nodes().Patch(ctx, nodeName, types.MergePatchType, patch, metav1.PatchOptions{})
 		return err
 	})
 	if err != nil {

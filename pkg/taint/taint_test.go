@@ -26,7 +26,7 @@ func TestRemove(t *testing.T) {
 		other,
 		corev1.Taint{Key: key, Value: "x", Effect: corev1.TaintEffectNoExecute})
 
-	if err := Remove(ctx, env.Client, "taint-a", key); err != nil {
+	if err := Remove(ctx, env.Client.CoreV1(), "taint-a", key); err != nil {
 		t.Fatal(err)
 	}
 	n, err := env.Client.CoreV1().Nodes().Get(ctx, "taint-a", metav1.GetOptions{})
@@ -44,7 +44,7 @@ func TestRemove(t *testing.T) {
 	}
 
 	// Idempotent: nothing to remove means no write at all.
-	if err := Remove(ctx, env.Client, "taint-a", key); err != nil {
+	if err := Remove(ctx, env.Client.CoreV1(), "taint-a", key); err != nil {
 		t.Fatal(err)
 	}
 	n2, err := env.Client.CoreV1().Nodes().Get(ctx, "taint-a", metav1.GetOptions{})
@@ -80,7 +80,7 @@ func TestRemoveConcurrentWriter(t *testing.T) {
 	}
 	defer func() { beforePatch = nil }()
 
-	if err := Remove(ctx, env.Client, "taint-b", key); err != nil {
+	if err := Remove(ctx, env.Client.CoreV1(), "taint-b", key); err != nil {
 		t.Fatal(err)
 	}
 	if calls != 2 {
@@ -97,10 +97,10 @@ func TestRemoveConcurrentWriter(t *testing.T) {
 
 func TestRemoveErrors(t *testing.T) {
 	env := testenv.Start(t)
-	if err := Remove(context.Background(), env.Client, "no-such-node", key); err == nil {
+	if err := Remove(context.Background(), env.Client.CoreV1(), "no-such-node", key); err == nil {
 		t.Fatal("missing node: no error")
 	}
-	if err := Remove(context.Background(), env.Client, "no-such-node", ""); err == nil {
+	if err := Remove(context.Background(), env.Client.CoreV1(), "no-such-node", ""); err == nil {
 		t.Fatal("empty key: no error")
 	}
 }
