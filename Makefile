@@ -138,14 +138,12 @@ test-e2e: image-tar testproxy-tar kind-image
 	$(E2E_ENV) E2E_INSTALL=helm E2E_CLUSTER=mesh-cni-e2e-dual-$$$$ \
 	  E2E_KIND_CONFIG=$(CURDIR)/kind-configs/dual-stack.yaml $(E2E_GO_SMOKE)
 
-## test-e2e-ci: the e2e run of `make test`: every spec but `uninstall` on the
-## 3-node cluster (Helm), smoke on one node (kustomize). `uninstall` is left out
-## because the agent cannot yet tell a `helm uninstall` from a restart once the
-## release's RBAC is gone (e2e/README.md); `make test-e2e` runs it.
+## test-e2e-ci: the e2e run of `make test`: every spec on the 3-node cluster
+## (Helm), smoke on one node (kustomize).
 test-e2e-ci: image-tar testproxy-tar kind-image
 	$(E2E_ENV) E2E_INSTALL=helm E2E_CLUSTER=mesh-cni-e2e-helm-$$$$ \
 	  E2E_KIND_CONFIG=$(CURDIR)/kind-configs/multi-node.yaml $(GO) test -v -tags e2e -count=1 -timeout $(E2E_TIMEOUT) \
-	  ./e2e -ginkgo.v -ginkgo.no-color -ginkgo.label-filter='!uninstall'
+	  ./e2e -ginkgo.v -ginkgo.no-color
 	$(E2E_ENV) E2E_INSTALL=kustomize E2E_CLUSTER=mesh-cni-e2e-kustomize-$$$$ \
 	  E2E_KIND_CONFIG=$(CURDIR)/kind-configs/single-node.yaml $(E2E_GO_SMOKE)
 
