@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"syscall"
 	"time"
@@ -36,16 +37,26 @@ func startProcess(dir, bin string, args ...string) (*process, error) {
 	// Pdeathsig: a test binary that dies (timeout, kill) takes its servers
 	// with it instead of leaving them running.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		logf.Close()
-		return nil, fmt.Errorf("start %s: %w", name, err)
-	}
 	p := &process{name: name, cmd: cmd, log: logPath, done: make(chan struct{}), started: time.Now()}
+	// Pdeathsig fires when the thread that forked exits, not the process.
+	// Tests that enter network namespaces end locked threads, so fork from
+	// a thread of our own, locked and kept alive until the child exits.
+	started := make(chan error)
 	go func() {
+		runtime.LockOSThread()
+		if err := cmd.Start(); err != nil {
+			started <- err
+			return
+		}
+		started <- nil
 		p.err = cmd.Wait()
 		logf.Close()
 		close(p.done)
 	}()
+	if err := <-started; err != nil {
+		logf.Close()
+		return nil, fmt.Errorf("start %s: %w", name, err)
+	}
 	return p, nil
 }
 
