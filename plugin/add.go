@@ -1,7 +1,6 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -64,11 +63,8 @@ func add(conf *config.NetConf, args *skel.CmdArgs, log *slog.Logger, ev *node.Ev
 	ev.Backend = b.Name()
 	applyStart := time.Now()
 	if err := b.Apply(args.Netns, rules.Generate(*d.Spec)); err != nil {
-		// The backend applies one transaction per family and undoes its
-		// own partial work; Delete also clears a family that did commit.
-		if derr := b.Delete(args.Netns); derr != nil {
-			err = errors.Join(err, derr)
-		}
+		// Every backend removes all of ours before it returns an error
+		// (pkg/backend), so the pod is never left half redirected.
 		return cniErr(ErrApply, "write %s rules for pod %s/%s with %s: %v", d.Mesh, ev.Namespace, ev.Pod, b.Name(), err)
 	}
 	log.Debug("rules applied", "backend", b.Name(), "families", fmt.Sprint(d.Spec.Families), "us", time.Since(applyStart).Microseconds())
