@@ -51,7 +51,7 @@ debootstrap_tree() { # name packages
   local dir="$W/rootfs/$1-$SUITE"
   [ -f "$dir/.done" ] && return 0
   command -v debootstrap >/dev/null || {
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends debootstrap >/dev/null
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends debootstrap >/dev/null
   }
   stage "debootstrap $1 ($SUITE)"
   rm -rf "$dir"
