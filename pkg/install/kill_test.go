@@ -40,14 +40,24 @@ func TestMain(m *testing.M) {
 }
 
 // checkConfDir fails if any config file is empty, partial or would not
-// load, and reports whether our entry is in one.
+// load, and reports whether our entry is in one. A listing whose files were
+// all renamed away before they could be read says nothing: list again, as a
+// runtime would.
 func checkConfDir(dir string) (bool, error) {
+	for range 100 {
+		chained, found, err := checkListing(dir)
+		if err != nil || found > 0 {
+			return chained, err
+		}
+	}
+	return false, fmt.Errorf("conf dir holds no config at all")
+}
+
+func checkListing(dir string) (chained bool, found int, err error) {
 	ents, err := os.ReadDir(dir)
 	if err != nil {
-		return false, err
+		return false, 0, err
 	}
-	chained := false
-	found := 0
 	for _, e := range ents {
 		name := e.Name()
 		if e.IsDir() || strings.HasPrefix(name, ".") || !strings.Contains(".conf.conflist.json", filepath.Ext(name)) {
@@ -59,20 +69,17 @@ func checkConfDir(dir string) (bool, error) {
 			if os.IsNotExist(err) {
 				continue // renamed away between ReadDir and ReadFile
 			}
-			return false, err
+			return false, 0, err
 		}
 		if _, err := parseConfig(p, data); err != nil {
-			return false, fmt.Errorf("%s is not a loadable config (%d bytes): %v\n%s", name, len(data), err, data)
+			return false, 0, fmt.Errorf("%s is not a loadable config (%d bytes): %v\n%s", name, len(data), err, data)
 		}
 		if ours, _ := pluginsOfType(data, "mesh-cni"); len(ours) > 0 {
 			chained = true
 		}
 		found++
 	}
-	if found == 0 {
-		return false, fmt.Errorf("conf dir holds no config at all")
-	}
-	return chained, nil
+	return chained, found, nil
 }
 
 func TestKill9DuringWrites(t *testing.T) {
