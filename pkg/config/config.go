@@ -14,7 +14,7 @@ import (
 
 	"github.com/containernetworking/cni/pkg/types"
 	current "github.com/containernetworking/cni/pkg/types/100"
-	"github.com/containernetworking/cni/pkg/version"
+	"github.com/containernetworking/cni/pkg/types/create"
 
 	"github.com/mesh-cni/mesh-cni/pkg/backend"
 	"github.com/mesh-cni/mesh-cni/pkg/mesh"
@@ -57,6 +57,9 @@ type NetConf struct {
 	Meshes            map[string]mesh.Config `json:"-"`
 	RawMeshes         json.RawMessage        `json:"meshes,omitempty"`
 	RuntimeConfig     RuntimeConfig          `json:"runtimeConfig,omitempty"`
+	// RawPrev shadows types.NetConf's prevResult map: decoding it straight
+	// into the result type skips a generic decode and a re-encode.
+	RawPrev json.RawMessage `json:"prevResult,omitempty"`
 
 	// Filled in by Parse.
 	Timeout time.Duration   `json:"-"`
@@ -96,8 +99,13 @@ func Parse(stdin []byte) (*NetConf, error) {
 	if err := json.Unmarshal(stdin, conf); err != nil {
 		return nil, types.NewError(types.ErrDecodingFailure, "failed to decode mesh-cni config", err.Error())
 	}
-	if err := version.ParsePrevResult(&conf.NetConf); err != nil {
-		return nil, types.NewError(types.ErrDecodingFailure, "failed to parse prevResult", err.Error())
+	if len(conf.RawPrev) > 0 && string(conf.RawPrev) != "null" {
+		// As version.ParsePrevResult: the result is read in the config's version.
+		prev, err := create.Create(conf.CNIVersion, conf.RawPrev)
+		if err != nil {
+			return nil, types.NewError(types.ErrDecodingFailure, "failed to parse prevResult", err.Error())
+		}
+		conf.PrevResult = prev
 	}
 	if conf.PrevResult != nil {
 		res, err := current.NewResultFromResult(conf.PrevResult)
