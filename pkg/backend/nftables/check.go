@@ -25,10 +25,11 @@ func (b *Backend) Check(netnsPath string, rs rules.RuleSet) error {
 		return err
 	}
 	defer ns.Close()
-	c, err := nftables.New(nftables.WithNetNSFd(int(ns.Fd())))
+	c, err := dial(int(ns.Fd()))
 	if err != nil {
-		return fmt.Errorf("nftables netlink: %w", err)
+		return err
 	}
+	defer c.CloseLasting()
 	scratch, err := nftables.New() // collects the expected sets; never flushed
 	if err != nil {
 		return fmt.Errorf("nftables netlink: %w", err)

@@ -81,32 +81,57 @@ func (b *Backend) fail(netnsPath string, err error) error {
 	return err
 }
 
-// applyTables programs rs and reports whether our table was there before.
-func applyTables(nsfd int, rs rules.RuleSet) (existed bool, err error) {
-	c, err := nftables.New(nftables.WithNetNSFd(nsfd))
+// dial opens one netlink socket in the netns for every request of the
+// caller: each transient socket would cost a thread switch into the netns
+// and back.
+func dial(nsfd int) (*nftables.Conn, error) {
+	c, err := nftables.New(nftables.WithNetNSFd(nsfd), nftables.AsLasting())
 	if err != nil {
-		return false, fmt.Errorf("nftables netlink: %w", err)
+		return nil, fmt.Errorf("nftables netlink: %w", err)
 	}
-	existed, err = haveTable(c)
-	if err != nil {
+	return c, nil
+}
+
+// applyTables programs rs and reports whether our table was there before.
+// A pod's netns is new at ADD, so the table is first created exclusively,
+// with no dump before it; only when it exists (a re-apply) does the kernel
+// refuse that batch whole, and a second one replaces the table.
+func applyTables(nsfd int, rs rules.RuleSet) (existed bool, err error) {
+	err = transaction(nsfd, rs, false)
+	if !errors.Is(err, unix.EEXIST) {
 		return false, err
 	}
-	if existed {
-		// Replace: delete and re-add in the same batch, so the pod is
-		// never without its rules. Only a re-apply pays for the delete
-		// (the kernel waits for an RCU grace period, milliseconds).
-		c.DelTable(table)
+	return true, transaction(nsfd, rs, true)
+}
+
+// transaction sends rs as one batch on its own socket (a refused batch
+// leaves no acknowledgements behind for the next one). replace deletes and
+// re-adds our table in the same batch, so the pod is never without its
+// rules; only a re-apply pays for the delete (the kernel waits for an RCU
+// grace period, milliseconds).
+func transaction(nsfd int, rs rules.RuleSet, replace bool) error {
+	c, err := dial(nsfd)
+	if err != nil {
+		return err
 	}
-	if err := addTable(c, rs); err != nil {
-		return existed, err
+	defer c.CloseLasting()
+	t := &nftables.Table{Name: table.Name, Family: table.Family}
+	if replace {
+		c.DelTable(table)
+		t = c.AddTable(t)
+	} else {
+		t = c.CreateTable(t)
+	}
+	if err := addChains(c, t, rs); err != nil {
+		return err
 	}
 	if err := c.Flush(); err != nil {
 		if unsupported(err) {
-			return existed, fmt.Errorf("nftables transaction: %w: %w", ErrUnsupported, err)
+			return fmt.Errorf("nftables transaction: %w: %w", ErrUnsupported, err)
 		}
-		return existed, fmt.Errorf("nftables transaction: %w", err)
+		return fmt.Errorf("nftables transaction: %w", err)
 	}
-	return existed, nil
+	return nil
 }
 
 // haveTable reports whether the netns holds our table: one dump of the
@@ -134,8 +159,7 @@ func hookSpec(t string, h rules.Hook) (*nftables.ChainHook, *nftables.ChainPrior
 	return nh, nftables.ChainPriorityRef(nftables.ChainPriority(prio)), nftables.ChainType(typ)
 }
 
-func addTable(c *nftables.Conn, rs rules.RuleSet) error {
-	t := c.AddTable(&nftables.Table{Name: table.Name, Family: table.Family})
+func addChains(c *nftables.Conn, t *nftables.Table, rs rules.RuleSet) error {
 	chains := map[string]*nftables.Chain{}
 	// Chains first: rules may jump forward.
 	for _, it := range rs.Tables {
@@ -177,10 +201,11 @@ func (b *Backend) Delete(netnsPath string) error {
 		return err
 	}
 	defer ns.Close()
-	c, err := nftables.New(nftables.WithNetNSFd(int(ns.Fd())))
+	c, err := dial(int(ns.Fd()))
 	if err != nil {
-		return fmt.Errorf("nftables netlink: %w", err)
+		return err
 	}
+	defer c.CloseLasting()
 	exists, err := haveTable(c)
 	if err != nil {
 		return err
