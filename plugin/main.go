@@ -5,6 +5,7 @@ package main
 
 import (
 	"os"
+	"runtime"
 
 	"github.com/containernetworking/cni/pkg/skel"
 	"github.com/containernetworking/cni/pkg/version"
@@ -13,6 +14,10 @@ import (
 )
 
 func main() {
+	// One P: the plugin's work is serial, and with a second P the runtime
+	// wakes more threads, whose start-up and cross-CPU TLB flushes cost
+	// ~0.6 ms of a ~5 ms ADD (bench/plugin, docs/benchmarks.md).
+	runtime.GOMAXPROCS(1)
 	if os.Getenv("CNI_COMMAND") == "" && len(os.Args) > 1 && isSubcommand(os.Args[1]) {
 		os.Exit(runCLI(os.Args[1:], os.Stdout, os.Stderr))
 	}
