@@ -64,7 +64,8 @@ bench-backend:
 ## bench-plugin: ADD/DEL latency through libcni after ptp, per backend, vs ptp alone and an exec-per-rule baseline; writes docs/benchmarks.md
 bench-plugin: build
 	$(GO) build -o $(BIN)/naive-cni ./bench/naive-cni
-	$(GO) run ./bench/plugin -plugin $(BIN)/mesh-cni -naive $(BIN)/naive-cni -out docs/benchmarks.md
+	$(GO) build -trimpath -ldflags "-s -w" -o $(BIN)/null-cni ./bench/null-cni
+	$(GO) run ./bench/plugin -plugin $(BIN)/mesh-cni -naive $(BIN)/naive-cni -null $(BIN)/null-cni -out docs/benchmarks.md
 
 clean:
 	rm -rf $(BIN) _out

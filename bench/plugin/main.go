@@ -30,6 +30,8 @@ var istioPod = map[string]string{
 	"sidecar.istio.io/status": `{"initContainers":null,"containers":["istio-proxy"],"volumes":["istio-envoy"],"imagePullSecrets":null,"revision":"default"}`,
 }
 
+const nullChain = "ptp + null Go plugin (floor)"
+
 // chain is one conflist under test.
 type chain struct {
 	name   string
@@ -53,8 +55,11 @@ type result struct {
 func main() {
 	pluginBin := flag.String("plugin", "bin/mesh-cni", "mesh-cni binary")
 	naiveBin := flag.String("naive", "bin/naive-cni", "exec-per-rule baseline plugin binary")
+	nullBin := flag.String("null", "bin/null-cni", "do-nothing Go plugin binary (the floor of any exec'd Go plugin)")
+	only := flag.String("only", "", "comma-separated: run only the chains whose name contains one of these (quick comparisons)")
 	out := flag.String("out", "", "write the markdown report here (default: stdout)")
 	scale := flag.Float64("scale", 1, "multiply pod counts (quick runs: 0.1)")
+	serialOnly := flag.Bool("serial", false, "run only the serial shape (quick comparisons)")
 	flag.Parse()
 	if os.Geteuid() != 0 {
 		fail("needs root (network namespaces, netfilter)")
@@ -64,7 +69,7 @@ func main() {
 		fail(err.Error())
 	}
 	defer os.RemoveAll(binDir)
-	for name, src := range map[string]string{"mesh-cni": *pluginBin, "naive-cni": *naiveBin} {
+	for name, src := range map[string]string{"mesh-cni": *pluginBin, "naive-cni": *naiveBin, "null-cni": *nullBin} {
 		abs, err := filepath.Abs(src)
 		if err != nil {
 			fail(err.Error())
@@ -82,17 +87,26 @@ func main() {
 	}
 	chains := []chain{
 		{name: "ptp"},
+		{name: nullChain, plugin: map[string]any{"type": "null-cni"}},
 		{name: "ptp + mesh-cni (nftables)", plugin: mesh("nftables")},
 		{name: "ptp + mesh-cni (iptables-nft)", plugin: mesh("iptables-nft")},
 		{name: "ptp + mesh-cni (iptables-legacy)", plugin: mesh("iptables-legacy")},
 		{name: "ptp + naive exec-per-rule (iptables-nft)", plugin: map[string]any{"type": "naive-cni",
 			"capabilities": map[string]bool{"io.kubernetes.cri.pod-annotations": true}}},
 	}
+	if *only != "" {
+		chains = slices.DeleteFunc(chains, func(c chain) bool {
+			return c.plugin != nil && !slices.ContainsFunc(strings.Split(*only, ","), func(s string) bool { return strings.Contains(c.name, s) })
+		})
+	}
 	n := func(x int) int { return max(8, int(float64(x)**scale)) }
 	runs := []run{
 		{name: fmt.Sprintf("%d pods serial", n(200)), pods: n(200), conc: 1},
 		{name: fmt.Sprintf("%d pods, 8 concurrent", n(200)), pods: n(200), conc: 8},
 		{name: fmt.Sprintf("%d-pod burst, 32 concurrent", n(110)), pods: n(110), conc: 32, burst: true},
+	}
+	if *serialOnly {
+		runs = runs[:1]
 	}
 	var results []result
 	show := func(res result, r run) {
@@ -397,18 +411,34 @@ func targets(results []result, runs []run) string {
 	}
 	var b strings.Builder
 	b.WriteString("### Against the targets\n\n")
+	ser, burst := runs[0].name, ""
+	for _, r := range runs {
+		if r.burst {
+			burst = r.name
+		}
+	}
+	p := baseline(results, ser)
+	floor := find(nullChain, ser)
+	if floor != nil {
+		fmt.Fprintf(&b, "- The floor: a Go plugin that does nothing but parse its config and print prevResult adds %.2f ms at p50, serial.\n",
+			ms(pct(floor.add, 50))-p.add50)
+	}
 	for _, chainName := range []string{"ptp + mesh-cni (nftables)", "ptp + mesh-cni (iptables-nft)", "ptp + mesh-cni (iptables-legacy)"} {
-		ser, burst := runs[0].name, runs[2].name
-		m, mb := find(chainName, ser), find(chainName, burst)
-		if m == nil || mb == nil {
+		m := find(chainName, ser)
+		if m == nil {
 			continue
 		}
-		p, pb := baseline(results, ser), baseline(results, burst)
 		addP50 := ms(pct(m.add, 50)) - p.add50
-		addP99 := ms(pct(m.add, 99)) - p.add99
-		burstPct := 100 * (ms(pct(mb.add, 99)) - pb.add99) / pb.add99
-		fmt.Fprintf(&b, "- %s: serial ADD adds %.2f ms at p50 (target ≤ 4 ms), %.2f ms at p99 (target ≤ 10 ms); "+
-			"the burst's ADD p99 is %+.1f%% over ptp's (target ≤ 25%%).\n", chainName, addP50, addP99, burstPct)
+		fmt.Fprintf(&b, "- %s: serial ADD adds %.2f ms at p50 (target ≤ 4 ms), %.2f ms at p99 (target ≤ 10 ms)",
+			chainName, addP50, ms(pct(m.add, 99))-p.add99)
+		if floor != nil {
+			fmt.Fprintf(&b, ", %.2f ms of it above the floor", ms(pct(m.add, 50))-ms(pct(floor.add, 50)))
+		}
+		if mb := find(chainName, burst); mb != nil {
+			pb := baseline(results, burst)
+			fmt.Fprintf(&b, "; the burst's ADD p99 is %+.1f%% over ptp's (target ≤ 25%%)", 100*(ms(pct(mb.add, 99))-pb.add99)/pb.add99)
+		}
+		b.WriteString(".\n")
 	}
 	return b.String()
 }
