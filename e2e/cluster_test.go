@@ -17,6 +17,8 @@ import (
 	. "github.com/onsi/gomega"
 	"sigs.k8s.io/kind/pkg/cluster"
 	"sigs.k8s.io/kind/pkg/cluster/nodeutils"
+
+	"github.com/mesh-cni/mesh-cni/pkg/kindnode"
 )
 
 const gkeBinDir = "/tmp/mesh-cni-gke-bin"
@@ -47,7 +49,7 @@ func setUpCluster(ctx SpecContext) shared {
 	reuse := os.Getenv("E2E_REUSE") == "1" && contains(existing, s.Cluster)
 	if !reuse {
 		if contains(existing, s.Cluster) {
-			Expect(p.Delete(s.Cluster, s.Kubeconfig)).To(Succeed())
+			Expect(deleteCluster(p, s.Cluster, s.Kubeconfig)).To(Succeed())
 		}
 		if strings.Contains(string(raw), gkeBinDir) {
 			// Fresh, so nothing a previous cluster left there can stand in for this install.
@@ -110,9 +112,24 @@ func tearDownCluster() {
 	if CurrentSpecReport().Failed() || os.Getenv("E2E_EXPORT_LOGS") == "1" {
 		exportLogs("suite")
 	}
-	if err := provider().Delete(env.Cluster, env.Kubeconfig); err != nil {
+	if err := deleteCluster(provider(), env.Cluster, env.Kubeconfig); err != nil {
 		GinkgoWriter.Printf("deleting cluster: %v\n", err)
 	}
+}
+
+// deleteCluster deletes a kind cluster. A node that Docker cannot stop
+// because a cgroup inside it stayed frozen (pkg/kindnode) is thawed, and
+// the delete tried again.
+func deleteCluster(p *cluster.Provider, name, kubeconfig string) error {
+	var err error
+	for range 3 {
+		if err = p.Delete(name, kubeconfig); err == nil {
+			return nil
+		}
+		n, terr := kindnode.ThawCluster(name)
+		GinkgoWriter.Printf("deleting cluster %s: %v; thawed %d frozen cgroups (%v), trying again\n", name, err, n, terr)
+	}
+	return err
 }
 
 func loadArchive(name, path string) {

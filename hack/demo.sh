@@ -83,7 +83,11 @@ EOT
 
 down() {
   KIND=$(bash "$ROOT/hack/kind-cli.sh" | tail -n1)
-  "$KIND" delete cluster --name "$CLUSTER" --kubeconfig "$KUBECONFIG_FILE"
+  # A node stuck on a frozen cgroup (pkg/kindnode) is thawed, then deleted.
+  "$KIND" delete cluster --name "$CLUSTER" --kubeconfig "$KUBECONFIG_FILE" || {
+    (cd "$ROOT" && go run ./hack/kind-thaw "$CLUSTER")
+    "$KIND" delete cluster --name "$CLUSTER" --kubeconfig "$KUBECONFIG_FILE"
+  }
   rm -f "$KUBECONFIG_FILE"
 }
 
