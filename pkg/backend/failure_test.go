@@ -200,25 +200,34 @@ func TestHostLockHeld(t *testing.T) {
 // TestCheckNamesWhatIsMissing removes one rule behind the backend's back
 // and expects Check to name the chain.
 func TestCheckNamesWhatIsMissing(t *testing.T) {
-	tamper := map[string][]string{
+	checkAfterTamper(t, rules.Redirect, map[string][]string{
 		backend.NFTables:       {"nft", "flush", "chain", "inet", rules.NftTable, rules.ChainOutput},
 		backend.IptablesNFT:    {"ip6tables-nft", "-t", "nat", "-D", rules.ChainOutput, "1"},
 		backend.IptablesLegacy: {"iptables-legacy", "-t", "nat", "-D", rules.ChainOutput, "1"},
-	}
+	}, rules.ChainOutput, nil)
+}
+
+// checkAfterTamper applies a rule set of mode with each backend, runs that
+// backend's tamper command in the netns and expects Check to fail naming
+// want; then runs after, if any.
+func checkAfterTamper(t *testing.T, mode rules.Mode, tamper map[string][]string, want string, after func(*testing.T, backend.Backend, ns.NetNS)) {
 	for _, name := range backends {
 		t.Run(name, func(t *testing.T) {
 			b := mustNew(t, name)
 			n := newNS(t)
-			rs := rules.Generate(testSpec(rules.Redirect))
+			rs := rules.Generate(testSpec(mode))
 			if err := b.Apply(n.Path(), rs); err != nil {
 				t.Fatal(err)
 			}
-			if out, err := run(n, tamper[name][0], tamper[name][1:]...); err != nil {
-				t.Fatalf("tamper: %v\n%s", err, out)
+			cmd := tamper[name]
+			if out, err := run(n, cmd[0], cmd[1:]...); err != nil {
+				t.Fatalf("tamper %v: %v\n%s", cmd, err, out)
 			}
-			err := b.Check(n.Path(), rs)
-			if err == nil || !strings.Contains(err.Error(), rules.ChainOutput) {
-				t.Fatalf("Check after tampering: %v, want an error naming %s", err, rules.ChainOutput)
+			if err := b.Check(n.Path(), rs); err == nil || !strings.Contains(err.Error(), want) {
+				t.Fatalf("Check after %v: %v, want an error naming %s", cmd, err, want)
+			}
+			if after != nil {
+				after(t, b, n)
 			}
 		})
 	}
@@ -259,32 +268,17 @@ func TestReapplyDropsFamily(t *testing.T) {
 
 // TestCheckNamesExtraChain adds a chain of ours the rule set lacks.
 func TestCheckNamesExtraChain(t *testing.T) {
-	add := map[string][]string{
+	checkAfterTamper(t, rules.Redirect, map[string][]string{
 		backend.NFTables:       {"nft", "add", "chain", "inet", rules.NftTable, "MESH_EXTRA"},
 		backend.IptablesNFT:    {"iptables-nft", "-t", "mangle", "-N", "MESH_EXTRA"},
 		backend.IptablesLegacy: {"ip6tables-legacy", "-t", "nat", "-N", "MESH_EXTRA"},
-	}
-	for _, name := range backends {
-		t.Run(name, func(t *testing.T) {
-			b := mustNew(t, name)
-			n := newNS(t)
-			rs := rules.Generate(testSpec(rules.Redirect))
-			if err := b.Apply(n.Path(), rs); err != nil {
-				t.Fatal(err)
-			}
-			if out, err := run(n, add[name][0], add[name][1:]...); err != nil {
-				t.Fatalf("add chain: %v\n%s", err, out)
-			}
-			if err := b.Check(n.Path(), rs); err == nil || !strings.Contains(err.Error(), "MESH_EXTRA") {
-				t.Fatalf("Check: %v, want an error naming MESH_EXTRA", err)
-			}
-			// Delete removes it too: it is ours by name.
-			if err := b.Delete(n.Path()); err != nil {
-				t.Fatal(err)
-			}
-			expectClean(t, n)
-		})
-	}
+	}, "MESH_EXTRA", func(t *testing.T, b backend.Backend, n ns.NetNS) {
+		// Delete removes it too: it is ours by name.
+		if err := b.Delete(n.Path()); err != nil {
+			t.Fatal(err)
+		}
+		expectClean(t, n)
+	})
 }
 
 // TestGoneNetns: DEL after the runtime removed the netns succeeds; ADD
@@ -305,23 +299,12 @@ func TestGoneNetns(t *testing.T) {
 // TestCheckNamesMissingRoute removes the TPROXY ip rule behind the
 // backend's back.
 func TestCheckNamesMissingRoute(t *testing.T) {
+	del := []string{"ip", "-6", "rule", "del", "fwmark", fmt.Sprint(rules.TProxyMark), "lookup", fmt.Sprint(rules.RouteTable)}
+	tamper := map[string][]string{}
 	for _, name := range backends {
-		t.Run(name, func(t *testing.T) {
-			b := mustNew(t, name)
-			n := newNS(t)
-			rs := rules.Generate(testSpec(rules.TProxy))
-			if err := b.Apply(n.Path(), rs); err != nil {
-				t.Fatal(err)
-			}
-			if out, err := run(n, "ip", "-6", "rule", "del", "fwmark", fmt.Sprint(rules.TProxyMark), "lookup", fmt.Sprint(rules.RouteTable)); err != nil {
-				t.Fatalf("%v\n%s", err, out)
-			}
-			err := b.Check(n.Path(), rs)
-			if err == nil || !strings.Contains(err.Error(), "ipv6 ip rule fwmark") {
-				t.Fatalf("Check: %v, want an error naming the ipv6 ip rule", err)
-			}
-		})
+		tamper[name] = del
 	}
+	checkAfterTamper(t, rules.TProxy, tamper, "ipv6 ip rule fwmark", nil)
 }
 
 func TestNew(t *testing.T) {
