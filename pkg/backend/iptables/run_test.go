@@ -1,6 +1,8 @@
 package iptables
 
 import (
+	"errors"
+	"os"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -13,6 +15,17 @@ import (
 // TestSandbox: inside, nsswitch.conf is empty and /run/xtables.lock is the
 // netns file; outside, nothing of it shows.
 func TestSandbox(t *testing.T) {
+	// iptables creates the host lock on its first run; a fresh host has
+	// none yet, and then there is nothing to hide. Make the case the
+	// sandbox exists for.
+	if _, err := os.Stat(hostLock); errors.Is(err, os.ErrNotExist) {
+		f, err := os.OpenFile(hostLock, os.O_CREATE|os.O_EXCL|os.O_RDONLY, 0o600)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.Close()
+		t.Cleanup(func() { os.Remove(hostLock) })
+	}
 	n, err := testutils.NewNS()
 	if err != nil {
 		t.Fatal(err)
