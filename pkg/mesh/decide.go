@@ -102,7 +102,7 @@ func Decide(meshes map[string]Config, pod Pod, families []rules.Family) (Decisio
 		if err != nil {
 			var ie *IdentityError
 			if errors.As(err, &ie) {
-				return Decision{Mesh: name, Reason: ReasonProxyIdentity}, fmt.Errorf("pod %s/%s: %w", pod.Namespace, pod.Name, err)
+				return Decision{Mesh: name, Reason: ReasonProxyIdentity}, err
 			}
 			return Decision{Mesh: name, Reason: ReasonInvalidAnnotation}, err
 		}
