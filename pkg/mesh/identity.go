@@ -11,6 +11,9 @@ import (
 // identity without being an app.
 var meshOwned = map[string]bool{"istio-validation": true, "linkerd-network-validator": true}
 
+// MeshOwned: the mesh injected container name to run as the proxy.
+func MeshOwned(name string) bool { return meshOwned[name] }
+
 // IdentityError: an app container runs as the proxy's UID, so its
 // traffic would bypass the proxy. ADD fails for that pod.
 type IdentityError struct {
