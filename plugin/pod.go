@@ -118,6 +118,9 @@ func judgePod(conf *config.NetConf, args *skel.CmdArgs, log *slog.Logger, ev *no
 		ev.Decision = "skipped"
 		return d, nil
 	}
+	for _, n := range d.Notes {
+		log.Info("proxy identity", "mesh", d.Mesh, "note", n)
+	}
 	if d.Spec == nil {
 		return d, cniErr(ErrApply, "pod %s/%s: mesh %s decided without a rule spec", namespace, name, d.Mesh)
 	}

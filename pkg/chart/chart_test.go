@@ -603,3 +603,24 @@ func TestValuesDocumentSchema(t *testing.T) {
 		}
 	}
 }
+
+// On OpenShift the proxy runs under a namespace-range UID, so istio pods
+// are judged from their spec, unless the values say otherwise.
+func TestOpenShiftIstioTrust(t *testing.T) {
+	for _, c := range []struct {
+		vals map[string]any
+		want *bool
+	}{
+		{map[string]any{}, nil},
+		{map[string]any{"platform": "openshift"}, ptrBool(false)},
+		{map[string]any{"platform": "openshift", "meshes": map[string]any{"istio": map[string]any{"trustAnnotations": true}}}, ptrBool(true)},
+	} {
+		conf := pluginConf(t, render(t, "", "", c.vals))
+		got := conf.Meshes["istio"].TrustAnnotations
+		if (got == nil) != (c.want == nil) || (got != nil && *got != *c.want) {
+			t.Errorf("%v: istio trustAnnotations %v, want %v", c.vals, got, c.want)
+		}
+	}
+}
+
+func ptrBool(b bool) *bool { return &b }

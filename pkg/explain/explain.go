@@ -243,6 +243,9 @@ func explain(o options, w io.Writer) error {
 		return nil
 	}
 	fmt.Fprintf(w, "decision: redirect (mesh %s)\n", d.Mesh)
+	for _, n := range d.Notes {
+		fmt.Fprintf(w, "note: %s\n", n)
+	}
 	writeSpec(w, *d.Spec)
 	rs := rules.Generate(*d.Spec)
 	if o.format != "iptables" {

@@ -176,3 +176,22 @@ func TestErrors(t *testing.T) {
 		t.Errorf("-h: %d %s", code, errs)
 	}
 }
+
+// A pod-level runAsGroup is the app's group too: it is not exempt.
+func TestPodLevelGroup(t *testing.T) {
+	code, out, errs := run(t, "--pod", "testdata/linkerd-pod-group.yaml")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	expect(t, out, "note: gid 1000 not exempt: shared with container app", "proxy uid/gid:     2102/none", "--uid-owner 2102")
+	reject(t, out, "--gid-owner", "skgid")
+}
+
+// An app with the proxy's UID is refused, naming the container.
+func TestAppWithProxyUID(t *testing.T) {
+	code, _, errs := run(t, "--pod", "testdata/linkerd-pod-proxy-uid.yaml")
+	if code == 0 {
+		t.Fatal("explain accepted an app running as the proxy's uid")
+	}
+	expect(t, errs, "container app runs as uid 2102, the proxy's exempt uid")
+}

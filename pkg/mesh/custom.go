@@ -30,6 +30,9 @@ func judgeCustom(cfg Config, base rules.Spec, pod Pod) (judgement, error) {
 	} else if !pod.SpecKnown && !trusted(cfg) {
 		return judgement{v: needSpec}, nil
 	}
-	proxyIdentity(&base, proxy)
-	return judgement{v: meshed, spec: base}, nil
+	note, err := proxyIdentity(&base, pod, proxy)
+	if err != nil {
+		return judgement{}, err
+	}
+	return judgement{v: meshed, spec: base, note: note}, nil
 }

@@ -1,6 +1,7 @@
 package mesh
 
 import (
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -19,6 +20,8 @@ type Decision struct {
 	// (containers, labels) and calls again with SpecKnown set.
 	NeedSpec bool
 	Spec     *rules.Spec // set when Meshed
+	// Notes say why part of the proxy's identity is not exempt.
+	Notes []string
 }
 
 // Reasons.
@@ -37,6 +40,7 @@ const (
 	// With an error from Decide:
 	ReasonConflict          = "conflict"           // several meshes' contracts on one pod
 	ReasonInvalidAnnotation = "invalid-annotation" // a claimed pod's annotation is invalid
+	ReasonProxyIdentity     = "proxy-identity"     // an app container runs as the proxy's uid
 )
 
 type verdict int
@@ -52,6 +56,7 @@ type judgement struct {
 	v      verdict
 	reason string
 	spec   rules.Spec // meshed: the pod's resolved Spec
+	note   string     // why the proxy's gid is not exempt
 }
 
 // judge is one profile's reading of a pod: base is the mesh's resolved
@@ -83,6 +88,7 @@ func Decide(meshes map[string]Config, pod Pod, families []rules.Family) (Decisio
 	var found []string
 	var spec *rules.Spec
 	var skip, need *Decision
+	var notes []string
 	for _, name := range names {
 		cfg := meshes[name].WithDefaults(name)
 		if !cfg.enabled() {
@@ -94,6 +100,10 @@ func Decide(meshes map[string]Config, pod Pod, families []rules.Family) (Decisio
 		}
 		j, err := judges[name](cfg, base, pod)
 		if err != nil {
+			var ie *IdentityError
+			if errors.As(err, &ie) {
+				return Decision{Mesh: name, Reason: ReasonProxyIdentity}, err
+			}
 			return Decision{Mesh: name, Reason: ReasonInvalidAnnotation}, err
 		}
 		switch j.v {
@@ -102,6 +112,9 @@ func Decide(meshes map[string]Config, pod Pod, families []rules.Family) (Decisio
 			s := j.spec
 			s.Families = podFamilies(families)
 			spec = &s
+			if j.note != "" {
+				notes = append(notes, j.note)
+			}
 		case needSpec:
 			if need == nil {
 				need = &Decision{Mesh: name, NeedSpec: true, Reason: ReasonNeedSpec}
@@ -118,7 +131,7 @@ func Decide(meshes map[string]Config, pod Pod, families []rules.Family) (Decisio
 	case need != nil: // another mesh might claim it too
 		return *need, nil
 	case len(found) == 1:
-		return Decision{Meshed: true, Mesh: found[0], Reason: ReasonMeshed, Spec: spec}, nil
+		return Decision{Meshed: true, Mesh: found[0], Reason: ReasonMeshed, Spec: spec, Notes: notes}, nil
 	case skip != nil:
 		return *skip, nil
 	}
@@ -166,21 +179,6 @@ func hasInit(pod Pod, name string) bool {
 		}
 	}
 	return false
-}
-
-// proxyIdentity applies the proxy container's runAsUser/runAsGroup when the
-// spec is known: it is what the proxy really runs as. Zero is ignored (a
-// root proxy would exempt every root process), as Istio does.
-func proxyIdentity(s *rules.Spec, c *Container) {
-	if c == nil {
-		return
-	}
-	if c.RunAsUser != nil && *c.RunAsUser > 0 && *c.RunAsUser < 1<<32-1 {
-		s.ProxyUID = uint32(*c.RunAsUser)
-	}
-	if c.RunAsGroup != nil && *c.RunAsGroup > 0 && *c.RunAsGroup < 1<<32-1 {
-		s.ProxyGID = ptr(uint32(*c.RunAsGroup))
-	}
 }
 
 // annErr names the annotation and its value.

@@ -178,6 +178,7 @@ func TestLinkerdSpec(t *testing.T) {
 			LinkerdProxyGID:          "3001",
 		})
 		p.Containers[1].RunAsUser = nil
+		p.Containers[0].RunAsGroup = ptr(int64(1000)) // the app's group is pinned and differs
 		p.Labels = map[string]string{LinkerdControlPlaneLabel: "destination"}
 		return p
 	}())
@@ -204,7 +205,7 @@ func TestLinkerdSpec(t *testing.T) {
 
 func TestIstioSpec(t *testing.T) {
 	s := spec(t, defaultMeshes(), istioPod(nil), rules.IPv4, rules.IPv6)
-	if s.ProxyUID != 1337 || *s.ProxyGID != 1337 || s.InboundPort != 15006 || s.OutboundPort != 15001 || s.TunnelPort != 15008 ||
+	if s.ProxyUID != 1337 || s.ProxyGID != nil || s.InboundPort != 15006 || s.OutboundPort != 15001 || s.TunnelPort != 15008 ||
 		!s.LoopbackToInbound || s.Mode != rules.Redirect || s.CaptureDNS || s.IncludeSubnets != nil || s.InboundPorts != nil ||
 		!reflect.DeepEqual(s.IgnoreInbound, ports(t, "15020,15021,15090")) {
 		t.Errorf("default istio spec: %+v", *s)

@@ -93,7 +93,11 @@ func judgeIstio(cfg Config, base rules.Spec, pod Pod) (judgement, error) {
 	if err != nil {
 		return judgement{}, err
 	}
-	return judgement{v: meshed, spec: s}, nil
+	note, err := proxyIdentity(&s, pod, proxy)
+	if err != nil {
+		return judgement{}, err
+	}
+	return judgement{v: meshed, spec: s, note: note}, nil
 }
 
 // sidecarArgs: istio-proxy runs "proxy sidecar"; "proxy router" is a
@@ -193,7 +197,6 @@ func istioSpec(cfg Config, s rules.Spec, pod Pod, proxy *Container) (rules.Spec,
 	if s.CaptureDNS && s.DNSPort == 0 {
 		return s, fmt.Errorf("DNS capture asked for, but meshes.%s.dnsPort is not set", s.Mesh)
 	}
-	proxyIdentity(&s, proxy)
 	s.IgnoreOutbound = nilIfEmpty(s.IgnoreOutbound)
 	s.IncludeOutbound = nilIfEmpty(s.IncludeOutbound)
 	s.SkipOutboundSubnets = nilIfEmpty(s.SkipOutboundSubnets)

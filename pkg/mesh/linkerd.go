@@ -48,8 +48,11 @@ func judgeLinkerd(cfg Config, base rules.Spec, pod Pod) (judgement, error) {
 	if err != nil {
 		return judgement{}, err
 	}
-	proxyIdentity(&s, proxy)
-	return judgement{v: meshed, spec: s}, nil
+	note, err := proxyIdentity(&s, pod, proxy)
+	if err != nil {
+		return judgement{}, err
+	}
+	return judgement{v: meshed, spec: s, note: note}, nil
 }
 
 // linkerdSpec applies the pod's annotations: skip-inbound-ports adds to the

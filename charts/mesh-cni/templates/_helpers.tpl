@@ -69,6 +69,9 @@ openshift:
   scc: true
   nad: true
   seLinuxType: spc_t
+  # Pods run under a UID from the namespace's range, not Istio's 1337:
+  # only the spec tells the proxy's UID.
+  istioTrustAnnotations: false
 k3s:
   binDir: /var/lib/rancher/k3s/data/cni
   confDir: /var/lib/rancher/k3s/agent/etc/cni/net.d
@@ -255,6 +258,10 @@ become strings; numbers stay integers (proxyGID -1 = no GID exemption).
 {{- $_ := set $c "enabled" false }}
 {{- end }}
 {{- $_ := set $out $name $c }}
+{{- end }}
+{{- $p := get (include "mesh-cni.presets" . | fromYaml) (default "" $v.platform) | default dict }}
+{{- if and (hasKey $p "istioTrustAnnotations") (hasKey $out "istio") (not (hasKey $out.istio "trustAnnotations")) }}
+{{- $_ := set $out.istio "trustAnnotations" $p.istioTrustAnnotations }}
 {{- end }}
 {{- $l := default dict $out.linkerd }}
 {{- range $from, $to := dict "inboundProxyPort" "inboundPort" "outboundProxyPort" "outboundPort" "proxyUID" "proxyUID" "proxyGID" "proxyGID" }}

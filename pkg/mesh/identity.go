@@ -1,0 +1,81 @@
+package mesh
+
+import (
+	"fmt"
+
+	"github.com/mesh-cni/mesh-cni/pkg/rules"
+)
+
+// meshOwned are init containers a mesh injects that run as the proxy on
+// purpose (they check the redirect from the proxy's side): they share its
+// identity without being an app.
+var meshOwned = map[string]bool{"istio-validation": true, "linkerd-network-validator": true}
+
+// MeshOwned: the mesh injected container name to run as the proxy.
+func MeshOwned(name string) bool { return meshOwned[name] }
+
+// IdentityError: an app container runs as the proxy's UID, so its
+// traffic would bypass the proxy. ADD fails for that pod.
+type IdentityError struct {
+	Container string
+	UID       uint32
+}
+
+func (e *IdentityError) Error() string {
+	return fmt.Sprintf("container %s runs as uid %d, the proxy's exempt uid: its traffic would bypass the proxy", e.Container, e.UID)
+}
+
+// proxyIdentity sets the exempt identity from what the proxy runs as: its
+// runAsUser/runAsGroup (container over pod, already merged), else the
+// configured default. Zero is ignored (a root proxy would exempt every root
+// process), as Istio does. The GID is exempt only when every other
+// container's primary GID is pinned and differs from it; without the spec
+// no GID is exempt. It returns why a GID is not exempt, for logs and explain.
+func proxyIdentity(s *rules.Spec, pod Pod, proxy *Container) (string, error) {
+	if !pod.SpecKnown || proxy == nil {
+		if s.ProxyGID != nil {
+			note := fmt.Sprintf("gid %d not exempt: the pod spec is unknown", *s.ProxyGID)
+			s.ProxyGID = nil
+			return note, nil
+		}
+		return "", nil
+	}
+	if id, ok := validID(proxy.RunAsUser); ok {
+		s.ProxyUID = id
+	}
+	if id, ok := validID(proxy.RunAsGroup); ok {
+		s.ProxyGID = &id
+	}
+	note := ""
+	for _, list := range [][]Container{pod.InitContainers, pod.Containers} {
+		for i := range list {
+			c := &list[i]
+			if c == proxy || c.Name == proxy.Name || meshOwned[c.Name] {
+				continue
+			}
+			if c.RunAsUser != nil && *c.RunAsUser == int64(s.ProxyUID) {
+				return "", &IdentityError{Container: c.Name, UID: s.ProxyUID}
+			}
+			if s.ProxyGID == nil || note != "" {
+				continue
+			}
+			switch {
+			case c.RunAsGroup == nil:
+				note = fmt.Sprintf("gid %d not exempt: container %s's group is not pinned (image default)", *s.ProxyGID, c.Name)
+			case *c.RunAsGroup == int64(*s.ProxyGID):
+				note = fmt.Sprintf("gid %d not exempt: shared with container %s", *s.ProxyGID, c.Name)
+			}
+		}
+	}
+	if note != "" {
+		s.ProxyGID = nil
+	}
+	return note, nil
+}
+
+func validID(p *int64) (uint32, bool) {
+	if p == nil || *p <= 0 || *p >= 1<<32-1 {
+		return 0, false
+	}
+	return uint32(*p), true
+}
