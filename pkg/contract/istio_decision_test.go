@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -119,6 +121,7 @@ func TestIstioInjectedPodsDecision(t *testing.T) {
 					t.Fatalf("%s: decision %+v, want meshed by istio", path, d)
 				}
 				checkIstioIdentity(t, path, d.Spec, &pod, *proxyUID, proxyGID, apps)
+				checkIstioOutbound(t, path, d.Spec, &pod, proxy)
 			}
 		})
 	}
@@ -158,4 +161,36 @@ func show[T int64 | uint32](v *T) string {
 		return "none"
 	}
 	return fmt.Sprint(*v)
+}
+
+// checkIstioOutbound checks what Istio's own CNI plugin reads besides the
+// identity (istio.io/istio cni/pkg/plugin/sidecar_redirect.go NewRedirect):
+// excludeOutboundPorts defaults to the status port 15020, and DNS capture
+// comes from ISTIO_META_DNS_CAPTURE in istio-proxy's environment.
+func checkIstioOutbound(t *testing.T, path string, s *rules.Spec, pod *corev1.Pod, proxy *corev1.Container) {
+	t.Helper()
+	want, ok := pod.Annotations["traffic.sidecar.istio.io/excludeOutboundPorts"]
+	if !ok {
+		want = "15020"
+	}
+	for _, f := range strings.Split(want, ",") {
+		p, err := strconv.ParseUint(strings.TrimSpace(f), 10, 16)
+		if err != nil {
+			t.Fatalf("excludeOutboundPorts %q: %v", want, err)
+		}
+		if !slices.ContainsFunc(s.IgnoreOutbound, func(r rules.PortRange) bool {
+			return uint16(p) >= r.First && uint16(p) <= r.Last
+		}) {
+			t.Errorf("%s: outbound port %d is redirected; Istio excludes it (%v excluded)", path, p, s.IgnoreOutbound)
+		}
+	}
+	dns := false
+	for _, e := range proxy.Env {
+		if e.Name == "ISTIO_META_DNS_CAPTURE" {
+			dns, _ = strconv.ParseBool(e.Value)
+		}
+	}
+	if s.CaptureDNS != dns {
+		t.Errorf("%s: DNS capture %t, but istio-proxy has ISTIO_META_DNS_CAPTURE=%t", path, s.CaptureDNS, dns)
+	}
 }
