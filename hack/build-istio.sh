@@ -9,10 +9,15 @@
 # Istio's injector library offline. The Istio version is pinned in one place,
 # hack/istio/go.mod. Binaries are static (CGO off) and land in
 # $MESH_CNI_CACHE/istio/<key>/bin, where <key> hashes the Istio version, the
-# Go version, hack/istio/go.mod and go.sum; our own tools are rebuilt in that
-# directory when their sources change (a stamp beside each holds their hash),
-# so editing them does not rebuild Istio's large binaries. The last line of stdout is that directory:
+# Go version, the build flags, hack/istio/go.mod and go.sum. Our own tools are
+# rebuilt in that directory when their sources change (a stamp beside each
+# holds their hash), so editing them does not rebuild Istio's large binaries.
+# The last line of stdout is that directory:
 # bin=$(hack/build-istio.sh istioctl | tail -n1). Logs go to stderr.
+#
+# Cold, on a shared 2-core machine with a warm module cache: about 7.5 min
+# for all five (inject 3.3 min, istioctl and pilot-discovery about 2 each);
+# cached: 0.1 s.
 set -euo pipefail
 
 MOD=$(cd "$(dirname "$0")/istio" && pwd)
@@ -38,11 +43,17 @@ for c in "${want[@]}"; do
 done
 command -v "$GO" >/dev/null || die "go is not installed"
 
+# istio-cni gets Istio's release tags and stripping (it is installed on
+# nodes); the others are built plainly. These are inputs of the key too.
+cni_tags=agent,disable_pgv,grpcnotrace,retrynotrace
+cni_ldflags="-s -w"
+
 version=$(sed -n 's|^[[:space:]]*istio\.io/istio \(v[^[:space:]]*\).*|\1|p' "$MOD/go.mod")
 [ -n "$version" ] || die "no istio.io/istio requirement in $MOD/go.mod"
 key=$(
   {
     echo "$version"
+    echo "CGO_ENABLED=0 -trimpath istio-cni: -tags $cni_tags -ldflags $cni_ldflags"
     GOTOOLCHAIN=local "$GO" env GOVERSION
     cd "$MOD" && sha256sum go.mod go.sum
   } | sha256sum | cut -c1-16
@@ -80,11 +91,9 @@ trap 'rm -rf "$out"' EXIT
 log "istio.io/istio $version, key $key"
 for c in "${missing[@]}"; do
   start=$SECONDS
-  # istio-cni gets Istio's release tags and stripping (it is installed on
-  # nodes); the others are built plainly.
   flags=()
   if [ "$c" = istio-cni ]; then
-    flags=(-tags agent,disable_pgv,grpcnotrace,retrynotrace -ldflags "-s -w")
+    flags=(-tags "$cni_tags" -ldflags "$cni_ldflags")
   fi
   (cd "$MOD" && nice -n 10 "$GO" build -mod=readonly -trimpath "${flags[@]}" -o "$out/$c" "${pkg[$c]}") ||
     die "building $c failed"
