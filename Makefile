@@ -9,7 +9,7 @@ BIN := $(CURDIR)/bin
 # Test packages in parallel, but not more than the cores we have.
 GOTEST := $(GO) test -count=1 -p 2
 
-.PHONY: bench-plugin bench-podcache all build deps k8s-bins test test-unit test-fuzz bench bench-agent clean image image-tar chart-lint kustomize-base test-chart bench-chart
+.PHONY: bench-plugin bench-podcache all build deps k8s-bins istio-bins istio-goldens test test-unit test-fuzz bench bench-agent clean image image-tar chart-lint kustomize-base test-chart bench-chart
 
 all: build
 
@@ -24,12 +24,21 @@ build:
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/mesh-cni-validator ./validator
 
 ## test: every test (the README's test command)
-test: deps build k8s-bins test-unit test-fuzz test-chart test-e2e-ci
+test: deps build k8s-bins istio-bins test-unit test-fuzz test-chart test-e2e-ci
 
 ## k8s-bins: etcd, kube-apiserver, kube-controller-manager, kubectl for the API-server tests (pkg/testenv), built from source, cached in $(MESH_CNI_CACHE)/k8s
 K8S_BINS ?= etcd kube-apiserver kube-controller-manager kubectl
 k8s-bins:
 	@bash hack/build-k8s.sh $(K8S_BINS) >/dev/null
+
+## istio-bins: istioctl, pilot-discovery, pilot-agent, istio-cni and our injector driver from the module hack/istio (Istio version pinned in its go.mod), cached in $(MESH_CNI_CACHE)/istio
+ISTIO_BINS ?= istioctl pilot-discovery pilot-agent istio-cni inject
+istio-bins:
+	@bash hack/build-istio.sh $(ISTIO_BINS) >/dev/null
+
+## istio-goldens: rewrite pkg/contract/testdata/istio/*.yaml with Istio's injector (inputs in .../istio/in)
+istio-goldens:
+	bash hack/istio-goldens.sh
 
 test-unit:
 	$(GOTEST) $$($(GO) list ./... | grep -v -x github.com/mesh-cni/mesh-cni/pkg/chart)
