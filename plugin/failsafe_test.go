@@ -111,6 +111,17 @@ func TestMissingIptablesVariant(t *testing.T) {
 	}
 
 	t.Setenv(iptables.ToolsPathEnv, t.TempDir())
+	delClean := func(p *pod) {
+		t.Helper()
+		if err := c.del(p); err != nil {
+			t.Errorf("DEL %s: %v", podName(p), err)
+		}
+		if got := ours(ruleDump(t, p.netns.Path())); len(got) != 0 {
+			t.Errorf("DEL %s left rules via %v", podName(p), got)
+		}
+	}
+	delClean(left)
+
 	meshed := newPod(t, "shop", "web-1", istioAnnotations(nil))
 	c.mustAdd(meshed)
 	if got := ours(ruleDump(t, meshed.netns.Path())); !slices.Equal(got, []string{"nft list ruleset"}) {
@@ -129,12 +140,7 @@ func TestMissingIptablesVariant(t *testing.T) {
 
 	plain := newPod(t, "shop", "plain-1", map[string]string{})
 	c.mustAdd(plain)
-	for _, p := range []*pod{meshed, plain, left, meshed} { // meshed twice: DEL is idempotent
-		if err := c.del(p); err != nil {
-			t.Errorf("DEL %s: %v", podName(p), err)
-		}
-		if got := ours(ruleDump(t, p.netns.Path())); len(got) != 0 {
-			t.Errorf("DEL %s left rules via %v", podName(p), got)
-		}
+	for _, p := range []*pod{meshed, plain, meshed, left} { // twice: DEL is idempotent
+		delClean(p)
 	}
 }
