@@ -239,17 +239,13 @@ func (b *Backend) hasTables(fam rules.Family) (bool, error) {
 // netns is gone. A netns without iptables tables costs no exec; the nft
 // variant never execs (deleteNFT).
 func (b *Backend) Delete(netnsPath string) error {
-	if gone(netnsPath) {
-		return nil
-	}
-	ns, err := os.Open(netnsPath)
-	if err != nil {
-		return fmt.Errorf("open netns: %w", err)
-	}
-	defer ns.Close()
 	if b.variant == NFT {
-		return deleteNFTAndRoutes(ns)
+		return DeleteNFT(netnsPath)
 	}
+	return withNetns(netnsPath, func(ns *os.File) error { return b.deleteLegacy(netnsPath, ns) })
+}
+
+func (b *Backend) deleteLegacy(netnsPath string, ns *os.File) error {
 	any, err := b.anyTables(netnsPath)
 	if err != nil {
 		return fmt.Errorf("remove iptables rules: %w", err)
@@ -285,6 +281,16 @@ func (b *Backend) Delete(netnsPath string) error {
 // ip6 nf_tables tables, and our policy routes) through netlink alone: it
 // needs none of the iptables tools, so DEL works on a host that lacks them.
 func DeleteNFT(netnsPath string) error {
+	return withNetns(netnsPath, func(ns *os.File) error {
+		if err := deleteNFT(ns); err != nil {
+			return err
+		}
+		return policy.Delete(ns)
+	})
+}
+
+// withNetns runs fn with the netns open; a gone netns is nothing to do.
+func withNetns(netnsPath string, fn func(*os.File) error) error {
 	if gone(netnsPath) {
 		return nil
 	}
@@ -293,14 +299,7 @@ func DeleteNFT(netnsPath string) error {
 		return fmt.Errorf("open netns: %w", err)
 	}
 	defer ns.Close()
-	return deleteNFTAndRoutes(ns)
-}
-
-func deleteNFTAndRoutes(ns *os.File) error {
-	if err := deleteNFT(ns); err != nil {
-		return err
-	}
-	return policy.Delete(ns)
+	return fn(ns)
 }
 
 // anyTables reports whether the netns has iptables tables of either family,
