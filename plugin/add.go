@@ -10,7 +10,6 @@ import (
 	current "github.com/containernetworking/cni/pkg/types/100"
 	"github.com/containernetworking/plugins/pkg/ns"
 
-	"github.com/mesh-cni/mesh-cni/pkg/backend"
 	"github.com/mesh-cni/mesh-cni/pkg/config"
 	"github.com/mesh-cni/mesh-cni/pkg/node"
 	"github.com/mesh-cni/mesh-cni/pkg/rules"
@@ -18,13 +17,20 @@ import (
 
 func cmdAdd(args *skel.CmdArgs) error {
 	start := time.Now()
-	conf, err := config.Parse(args.StdinData)
-	if err != nil {
+	conf, err := config.ParseScoped(args.StdinData)
+	if conf == nil {
 		return err
 	}
 	log := newLogger(conf.LogLevel, "ADD", args)
 	ev := node.Event{Command: "ADD", Decision: "failed"}
 	defer func() { report(conf.ReportSocket, ev, start) }()
+	if err != nil {
+		if exemptDespite(conf, err, args, log, &ev) {
+			return types.PrintResult(passThrough(conf), conf.CNIVersion)
+		}
+		log.Error("ADD failed", "pod", ev.Namespace+"/"+ev.Pod, "error", err.Error())
+		return err
+	}
 
 	err = add(conf, args, log, &ev)
 	if err != nil {
@@ -56,7 +62,7 @@ func add(conf *config.NetConf, args *skel.CmdArgs, log *slog.Logger, ev *node.Ev
 	if err != nil || !d.Meshed {
 		return err
 	}
-	b, err := backend.New(conf.Backend)
+	b, err := pickBackend(conf, log, ev)
 	if err != nil {
 		return cniErr(ErrApply, "backend %s: %v", conf.Backend, err)
 	}

@@ -5,7 +5,6 @@ import (
 
 	"github.com/containernetworking/cni/pkg/skel"
 
-	"github.com/mesh-cni/mesh-cni/pkg/backend"
 	"github.com/mesh-cni/mesh-cni/pkg/config"
 	"github.com/mesh-cni/mesh-cni/pkg/node"
 	"github.com/mesh-cni/mesh-cni/pkg/rules"
@@ -28,7 +27,7 @@ func cmdCheck(args *skel.CmdArgs) error {
 	if err != nil || !d.Meshed {
 		return err
 	}
-	b, err := backend.New(conf.Backend)
+	b, err := pickBackend(conf, log, &ev)
 	if err != nil {
 		return cniErr(ErrApply, "backend %s: %v", conf.Backend, err)
 	}

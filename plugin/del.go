@@ -17,15 +17,17 @@ import (
 // that failed on a bad config).
 func cmdDel(args *skel.CmdArgs) error {
 	start := time.Now()
-	conf, perr := config.Parse(args.StdinData)
-	if perr != nil {
+	conf, perr := config.ParseScoped(args.StdinData)
+	if conf == nil {
 		// A config ADD rejected wrote nothing; clean up with the defaults
 		// rather than leave the pod undeletable.
 		conf = delDefaults()
 	}
 	log := newLogger(conf.LogLevel, "DEL", args)
 	if perr != nil {
-		log.Warn("config invalid, deleting with defaults", "error", perr.Error())
+		// Rules an earlier, valid entry had written may be of any backend.
+		conf.Backend = backend.Auto
+		log.Warn("config invalid, deleting with backend auto", "error", perr.Error())
 	}
 	ev := node.Event{Command: "DEL", Decision: "deleted"}
 	if namespace, name, err := podID(args.Args); err == nil {
@@ -52,8 +54,15 @@ func cmdDel(args *skel.CmdArgs) error {
 
 	b, err := backend.New(conf.Backend)
 	if err != nil {
-		ev.Decision = "failed"
-		return cniErr(ErrApply, "backend %s: %v", conf.Backend, err)
+		// The configured backend cannot run here, so it wrote nothing; ADD
+		// may have fallen back to nftables. Remove whatever is ours.
+		log.Warn("backend unusable on this host, deleting through netlink", "backend", conf.Backend, "error", err.Error())
+		ev.Backend, ev.Fallback = "netlink", conf.Backend
+		if err := backend.DeleteAll(args.Netns); err != nil {
+			ev.Decision = "failed"
+			return cniErr(ErrApply, "remove rules from %s: %v", args.Netns, err)
+		}
+		return nil
 	}
 	ev.Backend = b.Name()
 	if err := b.Delete(args.Netns); err != nil {

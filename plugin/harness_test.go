@@ -85,9 +85,13 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, "Debian's containernetworking-plugins are missing (make deps installs them):", err)
 		os.Exit(1)
 	}
-	// Rebuilt on every run; one fixed dir so runs leave nothing behind.
-	dir := filepath.Join(os.TempDir(), "mesh-cni-plugin-test")
-	var err error
+	// Rebuilt on every run, into a dir of its own: concurrent runs from
+	// other checkouts must not swap the binary under this one.
+	dir, err := os.MkdirTemp("", "mesh-cni-plugin-test-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
 	build := exec.Command("go", "build", "-trimpath", "-o", filepath.Join(dir, "mesh-cni"), ".")
 	build.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := build.CombinedOutput(); err != nil {
@@ -101,7 +105,7 @@ func TestMain(m *testing.M) {
 	}
 	// The real kube-apiserver of the kubeconfig lookup test is started on
 	// first use and stopped after the run.
-	testenv.Main(m)
+	testenv.Main(m, testenv.AtExit(func() { os.RemoveAll(dir) }))
 }
 
 // nodeEnv is the node-side world the plugin talks to: the agent's socket,

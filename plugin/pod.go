@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net"
 	"slices"
-	"strings"
 
 	"github.com/containernetworking/cni/pkg/skel"
 	"github.com/containernetworking/cni/pkg/types"
@@ -34,18 +33,6 @@ func podID(cniArgs string) (namespace, name string, err error) {
 			"CNI_ARGS lacks K8S_POD_NAMESPACE or K8S_POD_NAME", fmt.Sprintf("CNI_ARGS=%q", cniArgs))
 	}
 	return namespace, name, nil
-}
-
-// exempt says why a pod is never redirected nor blocked: its namespace is
-// excluded, or it is one of the node agent's own pods.
-func exempt(conf *config.NetConf, namespace, name string) string {
-	if slices.Contains(conf.ExcludeNamespaces, namespace) {
-		return "excluded-namespace"
-	}
-	if namespace == conf.AgentNamespace && strings.HasPrefix(name, conf.AgentPodPrefix) {
-		return "agent-pod"
-	}
-	return ""
 }
 
 // podFamilies lists the address families the pod has addresses in: from
@@ -101,7 +88,7 @@ func judgePod(conf *config.NetConf, args *skel.CmdArgs, log *slog.Logger, ev *no
 		return mesh.Decision{}, err
 	}
 	ev.Namespace, ev.Pod = namespace, name
-	if why := exempt(conf, namespace, name); why != "" {
+	if why := conf.Exempt(namespace, name); why != "" {
 		ev.Decision, ev.Reason = "skipped", why
 		return mesh.Decision{Reason: why}, nil
 	}

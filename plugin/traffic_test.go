@@ -122,25 +122,32 @@ func TestTraffic(t *testing.T) {
 			c := newChain(t, newNodeEnv(t), chainOpts{version: "1.0.0", families: "dual", subnet: 60 + i, mesh: map[string]any{"backend": b}})
 			meshed := newPod(t, "shop", "web-1", istioAnnotations(nil))
 			c.mustAdd(meshed)
-			podIPs, gws := podIPs(t, c, meshed)
-			peerPort := fmt.Sprint(38080 + i)
-
-			serveIn(t, meshed.netns.Path(), 1337, proxy, "serve", "-name", "proxy", "-outbound", "15001", "-inbound", "15006")
-			serveIn(t, "", 0, proxy, "serve", "-name", "peer", "-ports", peerPort)
-			for fi := range podIPs {
-				peerAddr := net.JoinHostPort(gws[fi].String(), peerPort)
-				podAddr := net.JoinHostPort(podIPs[fi].String(), "8080")
-
-				if r := connectFrom(t, proxy, meshed.netns.Path(), 1000, peerAddr); r.Name != "proxy" || r.Role != "outbound" || r.Orig != peerAddr {
-					t.Errorf("app → %s: answered by %+v, want the proxy's outbound port with the original destination", peerAddr, r)
-				}
-				if r := connectFrom(t, proxy, "", 0, podAddr); r.Name != "proxy" || r.Role != "inbound" || r.Orig != podAddr {
-					t.Errorf("peer → %s: answered by %+v, want the proxy's inbound port with the original destination", podAddr, r)
-				}
-				if r := connectFrom(t, proxy, meshed.netns.Path(), 1337, peerAddr); r.Name != "peer" {
-					t.Errorf("proxy → %s: answered by %+v, want the peer itself (no loop)", peerAddr, r)
-				}
-			}
+			checkRedirected(t, proxy, c, meshed, fmt.Sprint(38080+i))
 		})
+	}
+}
+
+// checkRedirected sends real connections through a meshed pod whose proxy
+// runs as uid 1337 with Istio's ports: the app's outbound connection and a
+// peer's inbound one land at the proxy with their original destinations,
+// the proxy's own goes out directly. The peer listens on the host at port.
+func checkRedirected(t *testing.T, proxy string, c *chain, meshed *pod, peerPort string) {
+	t.Helper()
+	podIPs, gws := podIPs(t, c, meshed)
+	serveIn(t, meshed.netns.Path(), 1337, proxy, "serve", "-name", "proxy", "-outbound", "15001", "-inbound", "15006")
+	serveIn(t, "", 0, proxy, "serve", "-name", "peer", "-ports", peerPort)
+	for fi := range podIPs {
+		peerAddr := net.JoinHostPort(gws[fi].String(), peerPort)
+		podAddr := net.JoinHostPort(podIPs[fi].String(), "8080")
+
+		if r := connectFrom(t, proxy, meshed.netns.Path(), 1000, peerAddr); r.Name != "proxy" || r.Role != "outbound" || r.Orig != peerAddr {
+			t.Errorf("app → %s: answered by %+v, want the proxy's outbound port with the original destination", peerAddr, r)
+		}
+		if r := connectFrom(t, proxy, "", 0, podAddr); r.Name != "proxy" || r.Role != "inbound" || r.Orig != podAddr {
+			t.Errorf("peer → %s: answered by %+v, want the proxy's inbound port with the original destination", podAddr, r)
+		}
+		if r := connectFrom(t, proxy, meshed.netns.Path(), 1337, peerAddr); r.Name != "peer" {
+			t.Errorf("proxy → %s: answered by %+v, want the peer itself (no loop)", peerAddr, r)
+		}
 	}
 }

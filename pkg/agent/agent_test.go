@@ -234,6 +234,7 @@ func TestReportSocket(t *testing.T) {
 	eventually(t, "socket", func() bool { _, err := os.Stat(sock); return err == nil })
 	before := value(metrics.PluginDecisions.WithLabelValues("ADD", "failed", "lookup-timeout", "istio"))
 	dropped := value(metrics.ReportsDropped)
+	fallbacks := value(metrics.BackendFallbacks.WithLabelValues("iptables-legacy"))
 	c, err := net.Dial("unixgram", sock)
 	if err != nil {
 		t.Fatal(err)
@@ -241,6 +242,8 @@ func TestReportSocket(t *testing.T) {
 	for _, ev := range []node.Event{
 		{Command: "ADD", Decision: "failed", Reason: "lookup-timeout", Mesh: "istio", Seconds: 5},
 		{Command: "ADD", Decision: "failed", Reason: "lookup-timeout", Mesh: "istio", Seconds: 5},
+		{Command: "ADD", Decision: "meshed", Mesh: "istio", Backend: "nftables", Fallback: "iptables-legacy"},
+		{Command: "DEL", Decision: "deleted", Fallback: "no-such-backend"}, // not a label value
 	} {
 		b, _ := json.Marshal(ev)
 		c.Write(b)
@@ -249,13 +252,19 @@ func TestReportSocket(t *testing.T) {
 	c.Write([]byte(`{"cmd":"ADD"}`))
 	eventually(t, "events counted", func() bool {
 		return value(metrics.PluginDecisions.WithLabelValues("ADD", "failed", "lookup-timeout", "istio")) == before+2 &&
-			value(metrics.ReportsDropped) == dropped+2
+			value(metrics.ReportsDropped) == dropped+2 &&
+			value(metrics.BackendFallbacks.WithLabelValues("iptables-legacy")) == fallbacks+1
 	})
+
 	// The histogram is served on /metrics.
 	rec := httptest.NewRecorder()
 	MetricsHandler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
 	if !strings.Contains(rec.Body.String(), `mesh_cni_plugin_duration_seconds_bucket{cmd="ADD",decision="failed",le="5"}`) {
 		t.Errorf("histogram missing from /metrics")
+	}
+	if body := rec.Body.String(); !strings.Contains(body, `mesh_cni_backend_fallbacks_total{configured="iptables-legacy"}`) ||
+		strings.Contains(body, "no-such-backend") {
+		t.Errorf("fallback counter: want the iptables-legacy series only")
 	}
 	cancel()
 	if err := <-done; err != nil {

@@ -66,6 +66,7 @@ func ServeReports(ctx context.Context, path string, log *slog.Logger) error {
 var (
 	knownCommands  = map[string]bool{"ADD": true, "DEL": true, "CHECK": true, "STATUS": true, "GC": true}
 	knownDecisions = map[string]bool{"meshed": true, "skipped": true, "failed": true, "deleted": true, "ok": true}
+	knownBackends  = map[string]bool{"iptables-nft": true, "iptables-legacy": true} // pkg/backend names
 )
 
 func bounded(s string, max int) string {
@@ -88,4 +89,7 @@ func Observe(ev node.Event) {
 		metrics.PluginDuration.WithLabelValues(cmd, dec).Observe(ev.Seconds)
 	}
 	metrics.PluginDecisions.WithLabelValues(cmd, dec, bounded(ev.Reason, 64), bounded(ev.Mesh, 32)).Inc()
+	if knownBackends[ev.Fallback] {
+		metrics.BackendFallbacks.WithLabelValues(ev.Fallback).Inc()
+	}
 }

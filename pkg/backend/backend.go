@@ -19,6 +19,7 @@
 package backend
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/mesh-cni/mesh-cni/pkg/backend/iptables"
@@ -58,4 +59,18 @@ func New(name string) (Backend, error) {
 		return iptables.New(iptables.Legacy)
 	}
 	return nil, fmt.Errorf("unknown backend %q (want one of %v)", name, Names)
+}
+
+// DeleteAll removes what any backend may have written, without the
+// configured one: DEL uses it when that backend cannot run here (a pinned
+// iptables variant whose tools the host lacks). The nftables table and the
+// iptables-nft chains go through netlink; iptables-legacy rules can exist
+// only where its tools do, and are removed with them. A netns holding none
+// of ours costs netlink dumps and no exec.
+func DeleteAll(netnsPath string) error {
+	err := errors.Join(nftables.New().Delete(netnsPath), iptables.DeleteNFT(netnsPath))
+	if b, lerr := iptables.New(iptables.Legacy); lerr == nil {
+		err = errors.Join(err, b.Delete(netnsPath))
+	}
+	return err
 }

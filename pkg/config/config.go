@@ -5,12 +5,14 @@ package config
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"path/filepath"
 	"slices"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/containernetworking/cni/pkg/types"
 	current "github.com/containernetworking/cni/pkg/types/100"
@@ -95,9 +97,30 @@ func ParseArgs(s string) (*K8sArgs, error) {
 // Parse is the one parser of the chain entry: decode, parse prevResult,
 // apply defaults, validate. Errors are *types.Error with the CNI code.
 func Parse(stdin []byte) (*NetConf, error) {
+	conf, err := ParseScoped(stdin)
+	if err != nil {
+		return nil, err
+	}
+	return conf, nil
+}
+
+// ParseScoped is Parse for the plugin's hot path. When the entry is invalid
+// but still says which pods it exempts (Exempt) and what to pass through
+// (prevResult), it returns the entry with its defaults together with the
+// error, so one bad value does not fail pods the entry exempts. The keys
+// that decide exemption are read leniently: a value of the wrong type
+// takes the default, and a listed name that is not a namespace name
+// matches no pod; either still fails every other pod with the error.
+func ParseScoped(stdin []byte) (*NetConf, error) {
 	conf := &NetConf{}
+	var decErr error
 	if err := json.Unmarshal(stdin, conf); err != nil {
-		return nil, types.NewError(types.ErrDecodingFailure, "failed to decode mesh-cni config", err.Error())
+		var te *json.UnmarshalTypeError
+		if !errors.As(err, &te) || te.Field == "prevResult" || strings.HasPrefix(te.Field, "prevResult.") {
+			return nil, types.NewError(types.ErrDecodingFailure, "failed to decode mesh-cni config", Clip(err.Error()))
+		}
+		// encoding/json decodes the rest and reports the first mistyped key.
+		decErr = types.NewError(types.ErrDecodingFailure, "failed to decode mesh-cni config", Clip(err.Error()))
 	}
 	if len(conf.RawPrev) > 0 && string(conf.RawPrev) != "null" {
 		// As version.ParsePrevResult: the result is read in the config's version.
@@ -114,16 +137,31 @@ func Parse(stdin []byte) (*NetConf, error) {
 		}
 		conf.Result = res
 	}
+	conf.setDefaults()
+	if decErr != nil {
+		return conf, decErr
+	}
 	meshes, err := parseMeshes(conf.RawMeshes)
 	if err != nil {
-		return nil, err
+		return conf, err
 	}
 	conf.Meshes = meshes
-	conf.setDefaults()
 	if err := conf.validate(); err != nil {
-		return nil, err
+		return conf, err
 	}
 	return conf, nil
+}
+
+// Exempt says why a pod is never redirected nor blocked: its namespace is
+// excluded, or it is one of the node agent's own pods. "" means neither.
+func (c *NetConf) Exempt(namespace, name string) string {
+	if slices.Contains(c.ExcludeNamespaces, namespace) {
+		return "excluded-namespace"
+	}
+	if namespace == c.AgentNamespace && strings.HasPrefix(name, c.AgentPodPrefix) {
+		return "agent-pod"
+	}
+	return ""
 }
 
 func (c *NetConf) setDefaults() {
@@ -199,7 +237,7 @@ func (c *NetConf) validate() error {
 	}
 	for _, name := range slices.Sorted(maps.Keys(c.Meshes)) {
 		if err := mesh.Validate(name, c.Meshes[name]); err != nil {
-			return types.NewError(types.ErrInvalidNetworkConfig, "invalid mesh config: "+err.Error(), "")
+			return types.NewError(types.ErrInvalidNetworkConfig, "invalid mesh config: "+Clip(err.Error()), "")
 		}
 	}
 	return nil
@@ -223,7 +261,7 @@ func parseMeshes(raw json.RawMessage) (map[string]mesh.Config, error) {
 	for _, name := range slices.Sorted(maps.Keys(byName)) {
 		if _, known := out[name]; !known {
 			return nil, types.NewError(types.ErrUnsupportedField,
-				fmt.Sprintf("unknown mesh profile %q in \"meshes\"", name),
+				fmt.Sprintf("unknown mesh profile %q in \"meshes\"", Clip(name)),
 				"known profiles: "+strings.Join(mesh.Profiles, ", "))
 		}
 		var mc mesh.Config
@@ -232,7 +270,7 @@ func parseMeshes(raw json.RawMessage) (map[string]mesh.Config, error) {
 		if err := dec.Decode(&mc); err != nil {
 			if strings.HasPrefix(err.Error(), "json: unknown field") {
 				return nil, types.NewError(types.ErrUnsupportedField,
-					fmt.Sprintf("meshes.%s: unsupported key %s", name, strings.TrimPrefix(err.Error(), "json: unknown field ")), "")
+					fmt.Sprintf("meshes.%s: unsupported key %s", name, Clip(strings.TrimPrefix(err.Error(), "json: unknown field "))), "")
 			}
 			return nil, types.NewError(types.ErrDecodingFailure, fmt.Sprintf("failed to decode meshes.%s", name), err.Error())
 		}
@@ -249,7 +287,23 @@ func parseMeshes(raw json.RawMessage) (map[string]mesh.Config, error) {
 
 // invalid is the CNI error for a bad value: it names the key and the value.
 func invalid(key, value, why string) *types.Error {
-	return types.NewError(types.ErrInvalidNetworkConfig, fmt.Sprintf("invalid %s %q: %s", key, value, why), "")
+	return types.NewError(types.ErrInvalidNetworkConfig, fmt.Sprintf("invalid %s %q: %s", key, Clip(value), why), "")
+}
+
+// MaxEcho is how much of a value an error message repeats.
+const MaxEcho = 256
+
+// Clip cuts s to MaxEcho bytes, marking the cut, so an error message never
+// carries a whole oversized value into the runtime's log and events.
+func Clip(s string) string {
+	if len(s) <= MaxEcho {
+		return s
+	}
+	cut := MaxEcho
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return fmt.Sprintf("%s...[%d bytes cut]", s[:cut], len(s)-cut)
 }
 
 func isDNSLabel(s string) bool {

@@ -154,3 +154,45 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+// TestParseScoped: an invalid entry still yields what decides exemption,
+// and Parse still refuses it.
+func TestParseScoped(t *testing.T) {
+	for _, tc := range []struct {
+		in      string
+		exempts []string // namespace/name
+	}{
+		{`{"meshes":{"istio":{"proxyUID":-5}}}`, []string{"kube-system/a", "mesh-cni/mesh-cni-x"}},
+		{`{"excludeNamespaces":["team-a","Bad"],"agentNamespace":"ops"}`, []string{"team-a/a", "ops/mesh-cni-x"}},
+		{`{"excludeNamespaces":"team-a"}`, []string{"kube-system/a", "mesh-cni/mesh-cni-x"}},
+		{`{"ipv6":"yes","excludeNamespaces":[]}`, nil},
+	} {
+		conf, err := ParseScoped([]byte(tc.in))
+		if err == nil || conf == nil {
+			t.Errorf("%s: conf %v, err %v; want both", tc.in, conf, err)
+			continue
+		}
+		if c, err := Parse([]byte(tc.in)); c != nil || err == nil {
+			t.Errorf("%s: Parse accepted it", tc.in)
+		}
+		for _, id := range append(tc.exempts, "shop/web-1") {
+			ns, name, _ := strings.Cut(id, "/")
+			if got, want := conf.Exempt(ns, name) != "", id != "shop/web-1"; got != want {
+				t.Errorf("%s: Exempt(%s) = %v, want %v", tc.in, id, got, want)
+			}
+		}
+	}
+	if conf, err := ParseScoped([]byte(`{"prevResult":"x"`)); conf != nil || err == nil {
+		t.Errorf("broken JSON: conf %v, err %v; want only an error", conf, err)
+	}
+}
+
+func TestClip(t *testing.T) {
+	if got := Clip("short"); got != "short" {
+		t.Errorf("Clip(short) = %q", got)
+	}
+	got := Clip(strings.Repeat("é", 300)) // 600 bytes, 2 per rune
+	if !strings.HasPrefix(got, strings.Repeat("é", MaxEcho/2)+"...[") || !strings.HasSuffix(got, "344 bytes cut]") {
+		t.Errorf("Clip = %q", got)
+	}
+}

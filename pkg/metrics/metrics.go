@@ -50,6 +50,13 @@ var (
 		Help: "Report datagrams that were not valid events.",
 	})
 
+	// BackendFallbacks counts plugin runs that used nftables because the
+	// configured iptables variant could not run on the host.
+	BackendFallbacks = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "mesh_cni_backend_fallbacks_total",
+		Help: "Plugin runs that fell back to nftables because the configured backend could not run, by configured backend.",
+	}, []string{"configured"})
+
 	// RepairActions counts what the repair controller did, by policy
 	// (evict, delete, label) and result (repaired, blocked, failed).
 	RepairActions = prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -59,6 +66,6 @@ var (
 )
 
 func init() {
-	Registry.MustRegister(Installs, Rechains, Ready, PluginDuration, PluginDecisions, ReportsDropped, RepairActions,
+	Registry.MustRegister(Installs, Rechains, Ready, PluginDuration, PluginDecisions, ReportsDropped, RepairActions, BackendFallbacks,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 }

@@ -99,6 +99,7 @@ type Event struct {
 	Reason    string  `json:"reason,omitempty"` // short, low-cardinality
 	Mesh      string  `json:"mesh,omitempty"`
 	Backend   string  `json:"backend,omitempty"`
+	Fallback  string  `json:"fallback,omitempty"` // the configured backend, when it could not run and nftables did
 	Seconds   float64 `json:"seconds"`
 	Namespace string  `json:"namespace,omitempty"`
 	Pod       string  `json:"pod,omitempty"`

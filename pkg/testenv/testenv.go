@@ -57,6 +57,12 @@ type Option func(*options)
 
 type options struct {
 	controllers []string
+	atExit      []func()
+}
+
+// AtExit runs fn after the tests, before Main exits.
+func AtExit(fn func()) Option {
+	return func(o *options) { o.atExit = append(o.atExit, fn) }
 }
 
 // WithControllers also runs kube-controller-manager with only these
@@ -91,7 +97,11 @@ func Main(m *testing.M, opts ...Option) {
 	if shared.env != nil {
 		shared.env.Stop()
 	}
+	atExit := shared.opts.atExit
 	shared.Unlock()
+	for _, fn := range atExit {
+		fn()
+	}
 	os.Exit(code)
 }
 

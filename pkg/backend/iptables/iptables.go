@@ -14,8 +14,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/containernetworking/plugins/pkg/ns"
@@ -49,17 +49,36 @@ type binaries struct{ restore, save string }
 // plugins with a PATH that lacks the sbin directories.
 var searchDirs = []string{"/usr/sbin", "/sbin", "/usr/local/sbin"}
 
-func lookPath(name string) (string, error) {
-	if p, err := exec.LookPath(name); err == nil {
-		return p, nil
+// ToolsPathEnv, when set, is the whole list of directories (like PATH) the
+// iptables tools are looked up in, instead of PATH and searchDirs: for
+// hosts that keep them elsewhere, and to try a host without them.
+const ToolsPathEnv = "MESH_CNI_TOOLS_PATH"
+
+// toolDirs is where the tools are looked up, in order, without empty
+// entries (an empty entry would mean the working directory).
+func toolDirs() []string {
+	list := append(filepath.SplitList(os.Getenv("PATH")), searchDirs...)
+	if v, ok := os.LookupEnv(ToolsPathEnv); ok {
+		list = filepath.SplitList(v)
 	}
-	for _, d := range searchDirs {
+	var dirs []string
+	for _, d := range list {
+		if d != "" && !slices.Contains(dirs, d) {
+			dirs = append(dirs, d)
+		}
+	}
+	return dirs
+}
+
+func lookPath(name string) (string, error) {
+	dirs := toolDirs()
+	for _, d := range dirs {
 		p := filepath.Join(d, name)
-		if st, err := os.Stat(p); err == nil && st.Mode()&0o111 != 0 {
+		if st, err := os.Stat(p); err == nil && st.Mode().IsRegular() && st.Mode()&0o111 != 0 {
 			return p, nil
 		}
 	}
-	return "", fmt.Errorf("%s not found in PATH or %s", name, strings.Join(searchDirs, ", "))
+	return "", fmt.Errorf("%s not found in %s", name, strings.Join(dirs, ":"))
 }
 
 // New finds the variant's restore and save binaries for both families. It
@@ -220,20 +239,13 @@ func (b *Backend) hasTables(fam rules.Family) (bool, error) {
 // netns is gone. A netns without iptables tables costs no exec; the nft
 // variant never execs (deleteNFT).
 func (b *Backend) Delete(netnsPath string) error {
-	if gone(netnsPath) {
-		return nil
-	}
-	ns, err := os.Open(netnsPath)
-	if err != nil {
-		return fmt.Errorf("open netns: %w", err)
-	}
-	defer ns.Close()
 	if b.variant == NFT {
-		if err := deleteNFT(ns); err != nil {
-			return err
-		}
-		return policy.Delete(ns)
+		return DeleteNFT(netnsPath)
 	}
+	return withNetns(netnsPath, func(ns *os.File) error { return b.deleteLegacy(netnsPath, ns) })
+}
+
+func (b *Backend) deleteLegacy(netnsPath string, ns *os.File) error {
 	any, err := b.anyTables(netnsPath)
 	if err != nil {
 		return fmt.Errorf("remove iptables rules: %w", err)
@@ -263,6 +275,31 @@ func (b *Backend) Delete(netnsPath string) error {
 		}
 	}
 	return policy.Delete(ns)
+}
+
+// DeleteNFT removes what the nft variant writes (our chains in the ip and
+// ip6 nf_tables tables, and our policy routes) through netlink alone: it
+// needs none of the iptables tools, so DEL works on a host that lacks them.
+func DeleteNFT(netnsPath string) error {
+	return withNetns(netnsPath, func(ns *os.File) error {
+		if err := deleteNFT(ns); err != nil {
+			return err
+		}
+		return policy.Delete(ns)
+	})
+}
+
+// withNetns runs fn with the netns open; a gone netns is nothing to do.
+func withNetns(netnsPath string, fn func(*os.File) error) error {
+	if gone(netnsPath) {
+		return nil
+	}
+	ns, err := os.Open(netnsPath)
+	if err != nil {
+		return fmt.Errorf("open netns: %w", err)
+	}
+	defer ns.Close()
+	return fn(ns)
 }
 
 // anyTables reports whether the netns has iptables tables of either family,

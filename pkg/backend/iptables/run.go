@@ -8,7 +8,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
-	"slices"
 	"strings"
 
 	"golang.org/x/sys/unix"
@@ -61,16 +60,9 @@ func inSandbox(netnsPath string, fn func(*sandbox) error) error {
 	return <-errc
 }
 
-// childPath is PATH plus the sbin directories, without empty entries (an
-// empty entry would mean the working directory).
+// childPath is the PATH the tools run with: where they were found.
 func childPath() string {
-	var dirs []string
-	for _, d := range append(filepath.SplitList(os.Getenv("PATH")), searchDirs...) {
-		if d != "" && !slices.Contains(dirs, d) {
-			dirs = append(dirs, d)
-		}
-	}
-	return strings.Join(dirs, string(filepath.ListSeparator))
+	return strings.Join(toolDirs(), string(filepath.ListSeparator))
 }
 
 // hide gives the thread a private mount namespace in which nsswitch.conf
