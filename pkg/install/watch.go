@@ -168,7 +168,7 @@ func (in *Installer) loadEntry() error {
 	if in.cfg.LoadEntry != nil {
 		e, err := in.cfg.LoadEntry()
 		if err != nil {
-			return fmt.Errorf("%w: %w", ErrRefused, err)
+			return fmt.Errorf("%w: %w (fix the plugin settings; the chain keeps its previous entry)", ErrRefused, err)
 		}
 		in.cfg.Entry = e
 	}
