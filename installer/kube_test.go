@@ -249,6 +249,7 @@ func TestAgentAgainstAPIServer(t *testing.T) {
 	os.WriteFile(d("sa/ca.crt"), env.CAData, 0o600)
 	os.WriteFile(d("img/mesh-cni"), []byte("plugin"), 0o755)
 	os.WriteFile(d("img/plugin.json"), []byte(`{"type":"mesh-cni","backend":"nftables"}`), 0o644)
+	primaryPlugins(t, d("host/opt/cni/bin"), orig)
 	u, _ := url.Parse(env.Host)
 	probe := freeAddrT(t)
 
