@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"net/http"
 	"net/url"
 	"os"
@@ -18,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 
 	"github.com/mesh-cni/mesh-cni/pkg/agent"
+	"github.com/mesh-cni/mesh-cni/pkg/install"
 	"github.com/mesh-cni/mesh-cni/pkg/testenv"
 )
 
@@ -26,26 +26,9 @@ import (
 // them; without them the agent refuses to chain.
 func primaryPlugins(t testing.TB, binDir string, conf []byte) {
 	t.Helper()
-	type plugin struct {
-		Type string `json:"type"`
-		IPAM struct {
-			Type string `json:"type"`
-		} `json:"ipam"`
-	}
-	var doc struct {
-		plugin
-		Plugins []plugin `json:"plugins"`
-	}
-	if err := json.Unmarshal(conf, &doc); err != nil {
-		t.Fatal(err)
-	}
-	for _, p := range append(doc.Plugins, doc.plugin) {
-		for _, typ := range []string{p.Type, p.IPAM.Type} {
-			if typ != "" {
-				if err := os.WriteFile(filepath.Join(binDir, typ), []byte("#!/bin/sh\nexit 0\n"), 0o755); err != nil {
-					t.Fatal(err)
-				}
-			}
+	for _, typ := range install.PluginBinaries(conf) {
+		if err := os.WriteFile(filepath.Join(binDir, typ), []byte("#!/bin/sh\nexit 0\n"), 0o755); err != nil {
+			t.Fatal(err)
 		}
 	}
 }
@@ -94,25 +77,11 @@ func TestAgentRefuses(t *testing.T) {
 		os.WriteFile(n.d("sa/ca.crt"), env.CAData, 0o600)
 		os.WriteFile(n.d("cfg/plugin.json"), []byte(settings), 0o644)
 		env.Node(t, nodeName)
-		args := append([]string{"--cni-bin-dir", n.d("host/opt/cni/bin"), "--cni-conf-dir", n.d("host/etc/cni/net.d"),
+		startAgent(t, bin, u, nodeName, ns, &n.logs, append([]string{"--cni-bin-dir", n.d("host/opt/cni/bin"), "--cni-conf-dir", n.d("host/etc/cni/net.d"),
 			"--state-dir", n.d("host/var/lib/mesh-cni"), "--run-dir", n.d("host/var/run/mesh-cni"),
 			"--host-state-dir", n.d("host/var/lib/mesh-cni"), "--host-run-dir", n.d("host/var/run/mesh-cni"),
 			"--plugin-config", n.d("cfg/plugin.json"), "--plugin-binary", plugin, "--host-tool-dirs", n.d("host/usr/sbin"),
-			"--token-path", n.d("sa/token"), "--probe-addr", n.probe, "--metrics-addr", freeAddrT(t), "--repair=false"}, extra...)
-		cmd := exec.Command(bin, args...)
-		cmd.Env = append(os.Environ(), "KUBERNETES_SERVICE_HOST="+u.Hostname(), "KUBERNETES_SERVICE_PORT="+u.Port(),
-			"NODE_NAME="+nodeName, "POD_NAMESPACE="+ns)
-		cmd.Stderr = &n.logs
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			cmd.Process.Kill()
-			cmd.Wait()
-			if t.Failed() {
-				t.Logf("agent log:\n%s", n.logs.String())
-			}
-		})
+			"--token-path", n.d("sa/token"), "--probe-addr", n.probe, "--metrics-addr", freeAddrT(t), "--repair=false"}, extra...)...)
 		return n
 	}
 	readyz := func(n *refuseNode) (bool, string) {

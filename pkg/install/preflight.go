@@ -79,7 +79,7 @@ func (p *Preflight) checkTools(backendName string, tools []string) error {
 // plugins) that are not in binDir.
 func checkPrimaryBinaries(binDir, primary string, data []byte) error {
 	var missing []string
-	for _, t := range binariesOf(data) {
+	for _, t := range PluginBinaries(data) {
 		if t == node.PluginType {
 			continue
 		}
@@ -94,9 +94,10 @@ func checkPrimaryBinaries(binDir, primary string, data []byte) error {
 	return nil
 }
 
-// binariesOf lists the plugin and IPAM types of a conflist or a single
-// plugin config, in order, without repeats.
-func binariesOf(data []byte) []string {
+// PluginBinaries lists the plugin and IPAM types of a conflist or a single
+// plugin config, in order, without repeats: the files the runtime runs from
+// its bin dir.
+func PluginBinaries(data []byte) []string {
 	type plugin struct {
 		Type string `json:"type"`
 		IPAM struct {
