@@ -58,6 +58,7 @@ test-fuzz:
 	$(call fuzz,FuzzParseCIDRs,250000x,./pkg/mesh)
 	$(call fuzz,FuzzDecide,120000x,./pkg/mesh)
 	$(call fuzz,FuzzChain,120000x,./pkg/install)
+	$(call fuzz,FuzzEntry,200000x,./pkg/install)
 	$(call fuzz,FuzzParse,250000x,./pkg/config)
 
 bench: bench-agent bench-backend bench-plugin bench-chart bench-podcache

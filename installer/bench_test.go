@@ -53,6 +53,7 @@ func BenchmarkAgent(b *testing.B) {
 	}
 	primary := filepath.Join(dirs["conf"], "10-calico.conflist")
 	os.WriteFile(primary, orig, 0o644)
+	primaryPlugins(b, dirs["bin"], orig)
 	os.WriteFile(filepath.Join(dirs["img"], "mesh-cni"), bytes.Repeat([]byte("x"), 4<<20), 0o755)
 	os.WriteFile(filepath.Join(dirs["img"], "plugin.json"), []byte(`{"type":"mesh-cni","backend":"nftables"}`), 0o644)
 	env := testenv.Start(b)

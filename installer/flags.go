@@ -23,6 +23,8 @@ type config struct {
 	repair                              bool
 	repairPolicy                        string
 	uninstallMode                       string
+	checkPrimaryBinaries                bool
+	hostToolDirs                        string
 }
 
 // EnvPrefix: every flag can also come from MESH_CNI_<FLAG_IN_CAPS>.
@@ -59,6 +61,8 @@ func parseFlags(args []string) (*config, error) {
 	fs.BoolVar(&c.repair, "repair", true, "run the repair controller")
 	fs.StringVar(&c.repairPolicy, "repair-policy", "evict", "evict, delete or label")
 	fs.StringVar(&c.uninstallMode, "uninstall-mode", "auto", "auto (only when the DaemonSet is gone or being deleted), always or never")
+	fs.BoolVar(&c.checkPrimaryBinaries, "check-primary-binaries", true, "chain only when the CNI bin dir holds the primary config's plugins (else it is not the runtime's bin dir)")
+	fs.StringVar(&c.hostToolDirs, "host-tool-dirs", "/host/usr/sbin,/host/usr/local/sbin,/host/usr/bin,/host/usr/local/bin", "comma-separated container paths of the host dirs where the plugin finds the iptables backends' binaries (read-only mounts); missing dirs are skipped")
 	var envErr error
 	fs.VisitAll(func(f *flag.Flag) {
 		if v, ok := os.LookupEnv(envName(f.Name)); ok && envErr == nil {

@@ -30,6 +30,7 @@ func TestKill9RealAgent(t *testing.T) {
 		t.Fatal(err)
 	}
 	os.WriteFile(filepath.Join(conf, "10-crio-bridge.conf"), orig, 0o644)
+	primaryPlugins(t, filepath.Join(root, "bin"), orig)
 	os.WriteFile(filepath.Join(root, "img/mesh-cni"), []byte("plugin"), 0o755)
 	os.WriteFile(filepath.Join(root, "img/plugin.json"), []byte(`{"type":"mesh-cni"}`), 0o644)
 	rng := rand.New(rand.NewSource(2))

@@ -8,12 +8,15 @@ import (
 	"sync/atomic"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes/scheme"
 	appsv1client "k8s.io/client-go/kubernetes/typed/apps/v1"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/record"
 
 	"github.com/mesh-cni/mesh-cni/pkg/agent"
 	"github.com/mesh-cni/mesh-cni/pkg/kubeconfig"
@@ -189,4 +192,23 @@ func decide(err error, allowedBefore bool, ds string) (bool, string) {
 		return true, fmt.Sprintf("the agent's RBAC is gone (DaemonSet %s: %v)", ds, err)
 	}
 	return false, fmt.Sprintf("cannot look up the DaemonSet: %v", err)
+}
+
+// EventComponent is the source of the agent's Events on its Node.
+const EventComponent = "mesh-cni-agent"
+
+// nodeWarner records Warning Events on this node, where `kubectl describe
+// node` and `kubectl get events` show them.
+func nodeWarner(ctx context.Context, client *clients, nodeName string) func(reason, message string) {
+	if client == nil || nodeName == "" {
+		return nil
+	}
+	b := record.NewBroadcaster(record.WithContext(ctx))
+	b.StartRecordingToSink(&corev1client.EventSinkImpl{Interface: client.core.Events("")})
+	rec := b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: EventComponent, Host: nodeName})
+	// Kubelet's convention for a Node's Events: the UID is the name.
+	ref := &corev1.ObjectReference{Kind: "Node", Name: nodeName, UID: types.UID(nodeName)}
+	return func(reason, message string) {
+		rec.Event(ref, corev1.EventTypeWarning, reason, message)
+	}
 }

@@ -249,30 +249,17 @@ func TestAgentAgainstAPIServer(t *testing.T) {
 	os.WriteFile(d("sa/ca.crt"), env.CAData, 0o600)
 	os.WriteFile(d("img/mesh-cni"), []byte("plugin"), 0o755)
 	os.WriteFile(d("img/plugin.json"), []byte(`{"type":"mesh-cni","backend":"nftables"}`), 0o644)
+	primaryPlugins(t, d("host/opt/cni/bin"), orig)
 	u, _ := url.Parse(env.Host)
 	probe := freeAddrT(t)
 
 	var logs syncBuffer
 	start := func() *exec.Cmd {
-		cmd := exec.Command(bin, "--cni-bin-dir", d("host/opt/cni/bin"), "--cni-conf-dir", d("host/etc/cni/net.d"),
+		return startAgent(t, bin, u, nodeName, ns, &logs, "--cni-bin-dir", d("host/opt/cni/bin"), "--cni-conf-dir", d("host/etc/cni/net.d"),
 			"--state-dir", d("host/var/lib/mesh-cni"), "--run-dir", d("host/var/run/mesh-cni"),
 			"--plugin-config", d("img/plugin.json"), "--plugin-binary", d("img/mesh-cni"),
 			"--token-path", d("sa/token"), "--probe-addr", probe, "--metrics-addr", freeAddrT(t),
 			"--startup-taint", startupTaint, "--log-level=debug")
-		cmd.Env = append(os.Environ(), "KUBERNETES_SERVICE_HOST="+u.Hostname(), "KUBERNETES_SERVICE_PORT="+u.Port(),
-			"NODE_NAME="+nodeName, "POD_NAMESPACE="+ns)
-		cmd.Stderr = &logs
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			cmd.Process.Kill()
-			cmd.Wait()
-			if t.Failed() {
-				t.Logf("agent log:\n%s", logs.String())
-			}
-		})
-		return cmd
 	}
 	readyz := func() bool {
 		r, err := http.Get("http://" + probe + "/readyz")
@@ -405,6 +392,27 @@ func TestAgentAgainstAPIServer(t *testing.T) {
 	if l := logs.String(); strings.Contains(l, "forbidden") {
 		t.Errorf("the chart's RBAC forbade something:\n%s", l)
 	}
+}
+
+// startAgent runs the agent binary as a pod on nodeName in ns would run,
+// against the API server at u; it is killed when the test ends.
+func startAgent(t *testing.T, bin string, u *url.URL, nodeName, ns string, logs *syncBuffer, args ...string) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command(bin, args...)
+	cmd.Env = append(os.Environ(), "KUBERNETES_SERVICE_HOST="+u.Hostname(), "KUBERNETES_SERVICE_PORT="+u.Port(),
+		"NODE_NAME="+nodeName, "POD_NAMESPACE="+ns)
+	cmd.Stderr = logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+		if t.Failed() {
+			t.Logf("agent log:\n%s", logs.String())
+		}
+	})
+	return cmd
 }
 
 // syncBuffer collects a child's stderr while the test reads it.

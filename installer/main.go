@@ -6,7 +6,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"log/slog"
 	"os"
@@ -20,6 +19,7 @@ import (
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 
 	"github.com/mesh-cni/mesh-cni/pkg/agent"
+	meshconfig "github.com/mesh-cni/mesh-cni/pkg/config"
 	"github.com/mesh-cni/mesh-cni/pkg/install"
 	"github.com/mesh-cni/mesh-cni/pkg/kubeconfig"
 	"github.com/mesh-cni/mesh-cni/pkg/version"
@@ -57,18 +57,26 @@ func hostPath(p string) string {
 
 func run(cfg *config, log *slog.Logger) error {
 	log.Info("starting", "version", version.Version, "node", cfg.nodeName, "chained", cfg.chained, "subdir", cfg.subdirChaining)
-	raw, err := os.ReadFile(cfg.pluginConfig)
-	if err != nil {
-		return fmt.Errorf("plugin config: %w", err)
-	}
-	entry, err := install.BuildEntry(raw, install.HostPaths{
+	hp := install.HostPaths{
 		Kubeconfig:   filepath.Join(cfg.hostStateDir, "kubeconfig"),
 		AgentSocket:  filepath.Join(cfg.hostRunDir, "agent.sock"),
 		ReportSocket: filepath.Join(cfg.hostRunDir, "report.sock"),
 		ReadyMarker:  filepath.Join(cfg.hostRunDir, "ready"),
-	})
-	if err != nil {
-		return err
+	}
+	// The entry is read and validated on every pass: a bad one is refused
+	// (the agent stays up, not ready, and says why) instead of chained.
+	loadEntry := func() ([]byte, error) {
+		raw, err := os.ReadFile(cfg.pluginConfig)
+		if err != nil {
+			return nil, fmt.Errorf("plugin config: %w", err)
+		}
+		return install.BuildEntry(raw, hp)
+	}
+	backendName := meshconfig.DefaultBackend
+	if entry, err := loadEntry(); err != nil {
+		log.Error("plugin config refused; the chain keeps its previous entry", "err", err)
+	} else {
+		backendName = install.EntryBackend(entry)
 	}
 	in, err := install.New(install.Config{
 		BinDir:       cfg.cniBinDir,
@@ -78,7 +86,9 @@ func run(cfg *config, log *slog.Logger) error {
 		Subdir:       cfg.subdirChaining,
 		StateDir:     cfg.stateDir,
 		PluginBinary: cfg.pluginBinary,
-		Entry:        entry,
+		LoadEntry:    loadEntry,
+		EntryDir:     filepath.Dir(cfg.pluginConfig),
+		Preflight:    &install.Preflight{PrimaryBinaries: cfg.checkPrimaryBinaries, ToolDirs: toolDirs(cfg.hostToolDirs, log)},
 		Log:          log,
 	})
 	if err != nil {
@@ -114,11 +124,12 @@ func run(cfg *config, log *slog.Logger) error {
 		KubeOptsErr:  kerr,
 		Marker:       filepath.Join(cfg.runDir, "ready"),
 		HostPath:     hostPath,
-		Backend:      backendOf(entry),
+		Backend:      backendName,
 		Version:      version.Version,
 		Publish:      publisher(nodes, cfg.nodeName),
 		Published:    publishedStatus(nodes, cfg.nodeName),
 		OnFirstReady: firstReady(ctx, client, cfg, log),
+		Warn:         nodeWarner(ctx, client, cfg.nodeName),
 		Log:          log,
 	})
 
@@ -177,15 +188,22 @@ func run(cfg *config, log *slog.Logger) error {
 	return nil
 }
 
-// backendOf is the backend the chain entry asks for, for the status.
-func backendOf(entry []byte) string {
-	var e struct {
-		Backend string `json:"backend"`
+// toolDirs keeps the dirs that exist: without the chart's read-only
+// mounts of the host's dirs the agent cannot judge, and does not refuse.
+func toolDirs(list string, log *slog.Logger) []string {
+	var out []string
+	for _, d := range strings.Split(list, ",") {
+		if d = strings.TrimSpace(d); d == "" {
+			continue
+		}
+		if fi, err := os.Stat(d); err == nil && fi.IsDir() {
+			out = append(out, d)
+		}
 	}
-	if json.Unmarshal(entry, &e) != nil || e.Backend == "" {
-		return "auto"
+	if len(out) == 0 {
+		log.Warn("none of the host tool dirs is mounted; not checking the backend's binaries", "dirs", list)
 	}
-	return e.Backend
+	return out
 }
 
 // firstReady removes the startup taint once the node is ready.

@@ -150,6 +150,7 @@ func startAgentRig(t *testing.T, env *testenv.Env, bin, ns, token, apiAddr strin
 	}
 	r.primary = r.d("host/etc/cni/net.d/10-kindnet.conflist")
 	os.WriteFile(r.primary, r.orig, 0o644)
+	primaryPlugins(t, r.d("host/opt/cni/bin"), r.orig)
 	os.WriteFile(r.d("sa/token"), []byte(token), 0o600)
 	os.WriteFile(r.d("sa/ca.crt"), env.CAData, 0o600)
 	os.WriteFile(r.d("img/mesh-cni"), []byte("plugin"), 0o755)

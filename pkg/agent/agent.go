@@ -53,8 +53,15 @@ type Options struct {
 	// there is none); asked once at start when no marker survived (a
 	// reboot empties the run dir), so the ready time can carry over.
 	Published func(context.Context) (*Status, error)
-	Log       *slog.Logger
+	// Warn records a Warning Event on the Node; nil = off. Called once
+	// per distinct refusal (install.ErrRefused), not on every retry.
+	Warn func(reason, message string)
+	Log  *slog.Logger
 }
+
+// ReasonRefused is the Event reason when the agent will not chain: the
+// entry does not validate or the node cannot run it.
+const ReasonRefused = "MeshCNIConfigRefused"
 
 // Agent is safe for concurrent use by the HTTP handlers.
 type Agent struct {
@@ -174,6 +181,9 @@ func (a *Agent) onPass(st install.State) {
 		a.mu.Unlock()
 		if first {
 			metrics.Installs.WithLabelValues(st.Stage + "_failure").Inc()
+			if errors.Is(st.Err, install.ErrRefused) && a.o.Warn != nil {
+				a.o.Warn(ReasonRefused, st.Err.Error())
+			}
 		}
 	case st.Err == nil && (st.Wrote || st.BinaryChanged):
 		metrics.Installs.WithLabelValues("success").Inc()

@@ -40,6 +40,12 @@ func newFixture(t *testing.T, withKube bool) *fixture {
 // the same root is a restart); published, when set, is its Node status.
 func newFixtureIn(t *testing.T, root string, withKube bool, published *Status) *fixture {
 	t.Helper()
+	return newFixtureMod(t, root, withKube, published, nil)
+}
+
+// newFixtureMod lets a test change the installer's config and the options.
+func newFixtureMod(t *testing.T, root string, withKube bool, published *Status, mod func(*install.Config, *Options)) *fixture {
+	t.Helper()
 	f := &fixture{root: root, conf: root + "/conf", bin: root + "/bin", state: root + "/state", run: root + "/run", token: root + "/sa/token"}
 	for _, d := range []string{f.conf, f.bin, f.state, f.run, root + "/sa", root + "/img"} {
 		os.MkdirAll(d, 0o755)
@@ -51,13 +57,9 @@ func newFixtureIn(t *testing.T, root string, withKube bool, published *Status) *
 		t.Fatal(err)
 	}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	in, err := install.New(install.Config{BinDir: f.bin, ConfDir: f.conf, StateDir: f.state, PluginBinary: root + "/img/mesh-cni",
-		Chained: true, Entry: entry, Log: log})
-	if err != nil {
-		t.Fatal(err)
-	}
+	ic := install.Config{BinDir: f.bin, ConfDir: f.conf, StateDir: f.state, PluginBinary: root + "/img/mesh-cni",
+		Chained: true, Entry: entry, Log: log}
 	o := Options{
-		Installer:   in,
 		Watch:       install.WatchOptions{RetryDelay: 20 * time.Millisecond},
 		Kubeconfig:  f.state + "/kubeconfig",
 		KubeOpts:    kubeconfig.Options{Host: "10.96.0.1", Port: "443", TokenPath: f.token},
@@ -78,6 +80,12 @@ func newFixtureIn(t *testing.T, root string, withKube bool, published *Status) *
 	}
 	if published != nil {
 		o.Published = func(context.Context) (*Status, error) { return published, nil }
+	}
+	if mod != nil {
+		mod(&ic, &o)
+	}
+	if o.Installer, err = install.New(ic); err != nil {
+		t.Fatal(err)
 	}
 	f.a = New(o)
 	return f

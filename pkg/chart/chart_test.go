@@ -250,8 +250,14 @@ func checkSecurity(t *testing.T, ds map[string]any) {
 		}
 	}
 	sort.Strings(hostPaths)
-	if !slices.Equal(hostPaths, []string{"cni-bin-dir", "cni-net-dir", "run-dir", "state-dir"}) {
-		t.Errorf("hostPath volumes %v: want only the bin, conf, state and run dirs", hostPaths)
+	if !slices.Equal(hostPaths, []string{"cni-bin-dir", "cni-net-dir", "host-usr", "run-dir", "state-dir"}) {
+		t.Errorf("hostPath volumes %v: want only the bin, conf, state and run dirs and /usr", hostPaths)
+	}
+	// /usr is there only to look for the backend's tools.
+	for _, m := range path(container(t, ds), "volumeMounts").([]any) {
+		if path(m, "name") == "host-usr" && (path(m, "readOnly") != true || path(m, "mountPath") != "/host/usr") {
+			t.Errorf("host /usr mounted as %v; want read-only at /host/usr (the agent's --host-tool-dirs)", m)
+		}
 	}
 }
 

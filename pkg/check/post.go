@@ -157,8 +157,12 @@ func AgentsReady(ctx context.Context, c *Cluster) Result {
 		return fail(name, err.Error(), "run as a user who may list nodes")
 	}
 	var details []string
+	refused := false
 	for _, n := range nodes {
 		st, err := agentStatus(n)
+		if st != nil && !st.Ready && strings.Contains(st.Reason, RefusedReason) {
+			refused = true
+		}
 		switch {
 		case err != nil:
 			details = append(details, "node "+n.Name+": "+err.Error())
@@ -167,6 +171,13 @@ func AgentsReady(ctx context.Context, c *Cluster) Result {
 		case st.problem() != "":
 			details = append(details, "node "+n.Name+": "+st.problem())
 		}
+	}
+	if len(details) > 0 && refused {
+		return fail(name, fmt.Sprintf("%d/%d nodes ready", len(nodes)-len(details), len(nodes)),
+			"the agent refused to chain: the reason names the bad setting, the missing binaries or the wrong bin dir, and what to change; "+
+				"the chain keeps its last good entry meanwhile (docs/troubleshooting.md, \"The agent refuses to chain\"); "+
+				"kubectl get events -A --field-selector involvedObject.kind=Node,reason="+RefusedEventReason,
+			details...)
 	}
 	if len(details) > 0 {
 		return fail(name, fmt.Sprintf("%d/%d nodes ready", len(nodes)-len(details), len(nodes)),

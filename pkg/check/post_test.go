@@ -2,6 +2,7 @@ package check
 
 import (
 	"context"
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
@@ -143,6 +144,23 @@ func TestAgentsReady(t *testing.T) {
 		"node half: ready but reports no kubeconfig, backend")
 	if r.Message != "1/5 nodes ready" {
 		t.Errorf("message %q", r.Message)
+	}
+}
+
+// A node whose agent refused to chain: check prints the reason (which
+// names the fix) and where to read more.
+func TestAgentsReadyRefused(t *testing.T) {
+	env := testenv.Start(t)
+	opts := Options{Namespace: "mesh-cni", Version: "v1"}
+	reason := `refusing to chain: CNI bin dir /host/opt/cni/bin lacks ptp, host-local, which the primary config 10-kindnet.conflist runs: it is not the bin dir the runtime uses (set cni.binDir to the runtime's bin dir)`
+	st, _ := json.Marshal(map[string]any{"ready": false, "reason": reason})
+	makeNode(t, env, "wrongdir", nodeSpec{status: string(st)})
+	r := runOne(t, env, AgentsReady, opts)
+	wantStatus(t, r, Fail, "node wrongdir: not ready: "+reason)
+	for _, s := range []string{"refused to chain", "last good entry", "reason=MeshCNIConfigRefused", "The agent refuses to chain"} {
+		if !strings.Contains(r.Hint, s) {
+			t.Errorf("hint %q lacks %q", r.Hint, s)
+		}
 	}
 }
 

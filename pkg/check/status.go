@@ -13,6 +13,16 @@ import (
 // StatusAnnotation is the Node annotation each agent keeps up to date.
 const StatusAnnotation = "mesh-cni.io/agent-status"
 
+// RefusedReason starts the reason of an agent that will not chain (the
+// settings do not validate or the node cannot run them), and
+// RefusedEventReason is the reason of the Warning Event it puts on the
+// Node. Both are the agent's (install.ErrRefused, agent.ReasonRefused),
+// restated so the CLI does not link the agent.
+const (
+	RefusedReason      = "refusing to chain"
+	RefusedEventReason = "MeshCNIConfigRefused"
+)
+
 // AgentStatus is the annotation's JSON: the readiness marker's fields
 // (version, backend, binary, conf, kubeconfig, time) plus whether the agent
 // is ready and, when not, why.

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/mesh-cni/mesh-cni/pkg/agent"
+	"github.com/mesh-cni/mesh-cni/pkg/install"
 	"github.com/mesh-cni/mesh-cni/pkg/node"
 )
 
@@ -13,6 +14,9 @@ import (
 func TestAgentStatusMatchesAgent(t *testing.T) {
 	if StatusAnnotation != agent.StatusAnnotation {
 		t.Fatalf("annotation %q, the agent writes %q", StatusAnnotation, agent.StatusAnnotation)
+	}
+	if RefusedReason != install.ErrRefused.Error() || RefusedEventReason != agent.ReasonRefused {
+		t.Fatalf("refusal %q/%q, the agent says %q/%q", RefusedReason, RefusedEventReason, install.ErrRefused, agent.ReasonRefused)
 	}
 	at := time.Date(2026, 11, 22, 5, 0, 0, 0, time.UTC)
 	in := agent.Status{Ready: true, Reason: "r", Marker: node.Marker{Version: "v1", Backend: "nftables",

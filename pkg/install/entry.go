@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 
+	"github.com/mesh-cni/mesh-cni/pkg/config"
 	"github.com/mesh-cni/mesh-cni/pkg/node"
 )
 
@@ -20,7 +21,9 @@ type HostPaths struct {
 
 // BuildEntry validates the configured chain entry and fills in the host
 // paths. Members keep their order; list-level keys (name, cniVersion) are
-// dropped because the list provides them. The result is compact JSON.
+// dropped because the list provides them. The result is compact JSON that
+// the plugin's own parser (config.Parse) accepts: an entry it would reject
+// fails every pod on the node, so it is never chained.
 func BuildEntry(raw []byte, hp HostPaths) ([]byte, error) {
 	root, err := rootObject(raw)
 	if err != nil {
@@ -85,7 +88,21 @@ func BuildEntry(raw []byte, hp HostPaths) ([]byte, error) {
 	if err := json.Compact(&c, buf.Bytes()); err != nil {
 		return nil, fmt.Errorf("plugin config: %w", err)
 	}
+	if _, err := config.Parse(c.Bytes()); err != nil {
+		return nil, fmt.Errorf("plugin config: %w", err)
+	}
 	return c.Bytes(), nil
+}
+
+// EntryBackend is the backend a built entry asks for ("auto" when unset).
+func EntryBackend(entry []byte) string {
+	var e struct {
+		Backend string `json:"backend"`
+	}
+	if json.Unmarshal(entry, &e) != nil || e.Backend == "" {
+		return config.DefaultBackend
+	}
+	return e.Backend
 }
 
 // jsonEqual compares two JSON values by meaning (order of keys ignored).

@@ -29,7 +29,13 @@ type Config struct {
 	StateDir     string // persistent: backups and the install record
 	PluginBinary string // the plugin inside the image
 	Entry        []byte // the chain entry (BuildEntry output)
-	Log          *slog.Logger
+	// LoadEntry, when set, builds the entry afresh on every pass (the
+	// chart's file may change); an error refuses the pass and leaves the
+	// chain as it is. EntryDir is watched for that file's changes.
+	LoadEntry func() ([]byte, error) `json:"-"`
+	EntryDir  string
+	Preflight *Preflight // nil: no node checks
+	Log       *slog.Logger
 }
 
 // Result is what one Reconcile found and did.
@@ -86,7 +92,7 @@ func New(cfg Config) (*Installer, error) {
 	if cfg.Log == nil {
 		cfg.Log = slog.Default()
 	}
-	if len(cfg.Entry) == 0 {
+	if len(cfg.Entry) == 0 && cfg.LoadEntry == nil {
 		return nil, fmt.Errorf("no chain entry")
 	}
 	if cfg.BinDir == "" || cfg.ConfDir == "" || cfg.StateDir == "" {
@@ -161,6 +167,11 @@ func (in *Installer) Reconcile() (Result, error) {
 	}
 	if primary, err = in.resolveLink(primary); err != nil {
 		return Result{}, err
+	}
+	if p := in.cfg.Preflight; p != nil && p.PrimaryBinaries {
+		if err := checkPrimaryBinaries(in.cfg.BinDir, primary, data); err != nil {
+			return Result{Primary: primary}, err
+		}
 	}
 	if !strings.HasSuffix(primary, ".conflist") {
 		if in.cfg.Subdir {

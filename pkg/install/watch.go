@@ -98,6 +98,7 @@ func (in *Installer) Run(ctx context.Context, opts WatchOptions, report func(Sta
 		}
 		watch(in.cfg.ConfDir)
 		watch(in.cfg.BinDir)
+		watch(in.cfg.EntryDir)
 		st := in.pass()
 		if st.Conf != "" && in.cfg.Subdir {
 			watch(filepath.Dir(st.Conf))
@@ -146,6 +147,10 @@ func (in *Installer) Run(ctx context.Context, opts WatchOptions, report func(Sta
 // pass installs the binary, then the config, in that order.
 func (in *Installer) pass() State {
 	var st State
+	if err := in.loadEntry(); err != nil {
+		st.Err, st.Stage = err, "entry"
+		return st
+	}
 	changed, err := in.InstallBinary()
 	st.BinaryChanged = changed
 	if err != nil {
@@ -157,6 +162,25 @@ func (in *Installer) pass() State {
 	return st
 }
 
+// loadEntry refreshes the entry and checks the backend's tools; on error
+// nothing is touched, so the entry chained last stays in place.
+func (in *Installer) loadEntry() error {
+	if in.cfg.LoadEntry != nil {
+		e, err := in.cfg.LoadEntry()
+		if err != nil {
+			return fmt.Errorf("%w: %w (fix the plugin settings; the chain keeps its previous entry)", ErrRefused, err)
+		}
+		in.cfg.Entry = e
+	}
+	if p := in.cfg.Preflight; p != nil {
+		name := EntryBackend(in.cfg.Entry)
+		if err := p.checkTools(name, BackendTools(name)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // relevant drops events for our temp files and non-config files.
 func (in *Installer) relevant(ev fsnotify.Event) bool {
 	base := filepath.Base(ev.Name)
@@ -164,6 +188,9 @@ func (in *Installer) relevant(ev fsnotify.Event) bool {
 		return false
 	}
 	dir := filepath.Dir(ev.Name)
+	if in.cfg.EntryDir != "" && dir == filepath.Clean(in.cfg.EntryDir) {
+		return true
+	}
 	if dir == filepath.Clean(in.cfg.BinDir) {
 		return base == filepath.Base(in.BinaryPath())
 	}

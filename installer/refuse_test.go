@@ -1,0 +1,180 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/containernetworking/cni/libcni"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+
+	"github.com/mesh-cni/mesh-cni/pkg/agent"
+	"github.com/mesh-cni/mesh-cni/pkg/install"
+	"github.com/mesh-cni/mesh-cni/pkg/testenv"
+)
+
+// primaryPlugins puts stand-ins that succeed for the primary config's
+// plugins (and IPAM plugins) into binDir, as a real node's bin dir holds
+// them; without them the agent refuses to chain.
+func primaryPlugins(t testing.TB, binDir string, conf []byte) {
+	t.Helper()
+	for _, typ := range install.PluginBinaries(conf) {
+		if err := os.WriteFile(filepath.Join(binDir, typ), []byte("#!/bin/sh\nexit 0\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// refuseNode is a temp node tree for the real agent and plugin binaries.
+type refuseNode struct {
+	root, primary, probe string
+	logs                 syncBuffer
+}
+
+func (n *refuseNode) d(p string) string { return filepath.Join(n.root, p) }
+
+// TestAgentRefuses runs the real agent with the chart's RBAC against a
+// real kube-apiserver through the three mistakes of a bad plugin setting,
+// a wrong bin dir and a backend the host lacks: each time nothing is
+// chained or the last good entry stays, the agent is not ready and says
+// why on /readyz and the Node, and a Warning Event is on the Node.
+func TestAgentRefuses(t *testing.T) {
+	env := testenv.Start(t)
+	ns, _, token := agentClient(t, env)
+	bin := buildAgent(t)
+	plugin := filepath.Join(t.TempDir(), "mesh-cni")
+	if out, err := exec.Command("go", "build", "-o", plugin, "../plugin").CombinedOutput(); err != nil {
+		t.Fatalf("build plugin: %v\n%s", err, out)
+	}
+	orig, err := os.ReadFile("../pkg/install/testdata/conflists/kindnet-ipv4.conflist")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	u, _ := url.Parse(env.Host)
+
+	// setup makes a node tree; primaryBins puts the primary's own plugins
+	// (as stand-ins that succeed) into the bin dir.
+	setup := func(t *testing.T, nodeName, settings string, primaryBins bool, extra ...string) *refuseNode {
+		n := &refuseNode{root: t.TempDir(), probe: freeAddrT(t)}
+		for _, p := range []string{"host/opt/cni/bin", "host/etc/cni/net.d", "sa", "cfg", "host/usr/sbin"} {
+			os.MkdirAll(n.d(p), 0o755)
+		}
+		if primaryBins {
+			primaryPlugins(t, n.d("host/opt/cni/bin"), orig)
+		}
+		n.primary = n.d("host/etc/cni/net.d/10-kindnet.conflist")
+		os.WriteFile(n.primary, orig, 0o644)
+		os.WriteFile(n.d("sa/token"), []byte(token), 0o600)
+		os.WriteFile(n.d("sa/ca.crt"), env.CAData, 0o600)
+		os.WriteFile(n.d("cfg/plugin.json"), []byte(settings), 0o644)
+		env.Node(t, nodeName)
+		startAgent(t, bin, u, nodeName, ns, &n.logs, append([]string{"--cni-bin-dir", n.d("host/opt/cni/bin"), "--cni-conf-dir", n.d("host/etc/cni/net.d"),
+			"--state-dir", n.d("host/var/lib/mesh-cni"), "--run-dir", n.d("host/var/run/mesh-cni"),
+			"--host-state-dir", n.d("host/var/lib/mesh-cni"), "--host-run-dir", n.d("host/var/run/mesh-cni"),
+			"--plugin-config", n.d("cfg/plugin.json"), "--plugin-binary", plugin, "--host-tool-dirs", n.d("host/usr/sbin"),
+			"--token-path", n.d("sa/token"), "--probe-addr", n.probe, "--metrics-addr", freeAddrT(t), "--repair=false"}, extra...)...)
+		return n
+	}
+	readyz := func(n *refuseNode) (bool, string) {
+		r, err := http.Get("http://" + n.probe + "/readyz")
+		if err != nil {
+			return false, ""
+		}
+		defer r.Body.Close()
+		var b bytes.Buffer
+		b.ReadFrom(r.Body)
+		return r.StatusCode == 200, b.String()
+	}
+	// refused waits for every report of the refusal: /readyz, the Node's
+	// status annotation and a Warning Event on the Node, each naming want.
+	refused := func(t *testing.T, n *refuseNode, nodeName, want string) {
+		t.Helper()
+		waitFor(t, func() bool { ok, body := readyz(n); return !ok && strings.Contains(body, want) })
+		waitFor(t, func() bool {
+			no, err := env.Client.CoreV1().Nodes().Get(ctx, nodeName, metav1.GetOptions{})
+			if err != nil {
+				return false
+			}
+			raw := no.Annotations[agent.StatusAnnotation]
+			return strings.Contains(raw, `"ready":false`) && strings.Contains(raw, want)
+		})
+		waitFor(t, func() bool {
+			evs, err := env.Client.CoreV1().Events("default").List(ctx, metav1.ListOptions{FieldSelector: fields.Set{
+				"involvedObject.kind": "Node", "involvedObject.name": nodeName, "reason": agent.ReasonRefused}.String()})
+			if err != nil {
+				return false
+			}
+			for _, e := range evs.Items {
+				if e.Type == corev1.EventTypeWarning && strings.Contains(e.Message, want) {
+					return true
+				}
+			}
+			return false
+		})
+		if l := n.logs.String(); strings.Contains(l, "forbidden") {
+			t.Errorf("the chart's RBAC forbade something:\n%s", l)
+		}
+	}
+	// del runs DEL of a kube-system pod through the runtime's library and
+	// the real plugin, as the runtime would on the chained config.
+	del := func(t *testing.T, n *refuseNode) {
+		t.Helper()
+		list, err := libcni.ConfListFromFile(n.primary)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rt := &libcni.RuntimeConf{ContainerID: "c1", NetNS: "", IfName: "eth0", Args: [][2]string{
+			{"IgnoreUnknown", "1"}, {"K8S_POD_NAMESPACE", "kube-system"}, {"K8S_POD_NAME", "coredns-1"}}}
+		c := libcni.NewCNIConfigWithCacheDir([]string{n.d("host/opt/cni/bin")}, n.d("cache"), nil)
+		if err := c.DelNetworkList(ctx, list, rt); err != nil {
+			t.Fatalf("DEL on the kept chain: %v", err)
+		}
+	}
+
+	t.Run("bad setting keeps the last good entry", func(t *testing.T) {
+		nodeName := "bad-" + ns
+		n := setup(t, nodeName, `{"type":"mesh-cni","backend":"nftables"}`, true)
+		waitFor(t, func() bool { ok, _ := readyz(n); return ok })
+		good, _ := os.ReadFile(n.primary)
+		os.WriteFile(n.d("cfg/.new"), []byte(`{"type":"mesh-cni","backend":"nft","meshes":{"istio":{"proxyUID":-5}}}`), 0o644)
+		os.Rename(n.d("cfg/.new"), n.d("cfg/plugin.json"))
+		refused(t, n, nodeName, "invalid backend")
+		if now, _ := os.ReadFile(n.primary); !bytes.Equal(now, good) {
+			t.Errorf("chain changed:\n%s", now)
+		}
+		del(t, n)
+	})
+	t.Run("bad setting at start chains nothing", func(t *testing.T) {
+		nodeName := "badstart-" + ns
+		n := setup(t, nodeName, `{"type":"mesh-cni","meshes":{"istio":{"proxyUID":-5}}}`, true)
+		refused(t, n, nodeName, "proxyUID")
+		if now, _ := os.ReadFile(n.primary); !bytes.Equal(now, orig) {
+			t.Errorf("primary changed:\n%s", now)
+		}
+	})
+	t.Run("wrong bin dir", func(t *testing.T) {
+		nodeName := "bindir-" + ns
+		n := setup(t, nodeName, `{"type":"mesh-cni"}`, false)
+		refused(t, n, nodeName, "lacks ptp, host-local, portmap")
+		if now, _ := os.ReadFile(n.primary); !bytes.Equal(now, orig) {
+			t.Errorf("primary changed:\n%s", now)
+		}
+	})
+	t.Run("backend binaries missing", func(t *testing.T) {
+		nodeName := "tools-" + ns
+		n := setup(t, nodeName, `{"type":"mesh-cni","backend":"iptables-legacy"}`, true)
+		refused(t, n, nodeName, "iptables-legacy-restore")
+		if now, _ := os.ReadFile(n.primary); !bytes.Equal(now, orig) {
+			t.Errorf("primary changed:\n%s", now)
+		}
+	})
+}
