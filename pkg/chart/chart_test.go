@@ -411,7 +411,7 @@ func TestRBAC(t *testing.T) {
 	for policy, rule := range map[string]string{
 		"evict":  `{"apiGroups":[""],"resources":["pods/eviction"],"verbs":["create"]}`,
 		"delete": `{"apiGroups":[""],"resources":["pods"],"verbs":["delete"]}`,
-		"label":  `{"apiGroups":[""],"resources":["pods"],"verbs":["patch"]}`,
+		"label":  `{"apiGroups":[""],"resources":["pods/status"],"verbs":["patch"]}`,
 	} {
 		r := render(t, "", "", map[string]any{"repair": map[string]any{"policy": policy}})
 		want := `[` + rule + `,{"apiGroups":["","events.k8s.io"],"resources":["events"],"verbs":["create","patch"]}]`

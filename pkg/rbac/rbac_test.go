@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	admv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
@@ -65,6 +66,10 @@ func install(t *testing.T, env *testenv.Env, release, ns string, vals map[string
 			obj = &rbacv1.RoleBinding{}
 		case "DaemonSet":
 			obj = &appsv1.DaemonSet{}
+		case "ValidatingAdmissionPolicy":
+			obj = &admv1.ValidatingAdmissionPolicy{}
+		case "ValidatingAdmissionPolicyBinding":
+			obj = &admv1.ValidatingAdmissionPolicyBinding{}
 		default:
 			continue
 		}
@@ -86,6 +91,18 @@ func install(t *testing.T, env *testenv.Env, release, ns string, vals map[string
 		case *appsv1.DaemonSet:
 			ds = o.Name
 			_, err = env.Client.AppsV1().DaemonSets(ns).Create(ctx, o, metav1.CreateOptions{})
+		case *admv1.ValidatingAdmissionPolicy:
+			_, err = env.Client.AdmissionregistrationV1().ValidatingAdmissionPolicies().Create(ctx, o, metav1.CreateOptions{})
+			name := o.Name
+			t.Cleanup(func() {
+				_ = env.Client.AdmissionregistrationV1().ValidatingAdmissionPolicies().Delete(context.Background(), name, metav1.DeleteOptions{})
+			})
+		case *admv1.ValidatingAdmissionPolicyBinding:
+			_, err = env.Client.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings().Create(ctx, o, metav1.CreateOptions{})
+			name := o.Name
+			t.Cleanup(func() {
+				_ = env.Client.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings().Delete(context.Background(), name, metav1.DeleteOptions{})
+			})
 		}
 		if err != nil {
 			t.Fatalf("create %s: %v", meta.Kind, err)
@@ -97,11 +114,12 @@ func install(t *testing.T, env *testenv.Env, release, ns string, vals map[string
 	return sa, ds
 }
 
-// agentClient authenticates as the chart's ServiceAccount, once its
+// agentClient authenticates as the chart's ServiceAccount with a token bound
+// to an agent pod on node (as the kubelet's projected token is), once its
 // bindings have reached the authorizer.
-func agentClient(t *testing.T, env *testenv.Env, ns, sa string) kubernetes.Interface {
+func agentClient(t *testing.T, env *testenv.Env, ns, sa, node string) kubernetes.Interface {
 	t.Helper()
-	_, c := env.ServiceAccountClient(t, ns, sa)
+	_, c := env.PodClient(t, ns, sa, "mesh-cni-agent-"+node, node)
 	eventually(t, "RBAC bindings active", func() bool {
 		_, err := c.CoreV1().Pods("").List(context.Background(), metav1.ListOptions{Limit: 1})
 		return err == nil
@@ -144,9 +162,10 @@ func TestChartRBACCoversTheAgent(t *testing.T) {
 			node := "rbac-" + string(policy)
 			env.Node(t, node, corev1.Taint{Key: "mesh-cni.io/not-ready", Effect: corev1.TaintEffectNoSchedule})
 			sa, ds := install(t, env, "mesh-cni-"+string(policy), ns, map[string]any{
-				"repair": map[string]any{"enabled": true, "policy": string(policy)},
+				"repair":       map[string]any{"enabled": true, "policy": string(policy)},
+				"startupTaint": map[string]any{"enabled": true},
 			})
-			c := agentClient(t, env, ns, sa)
+			c := agentClient(t, env, ns, sa, node)
 			apps := env.Namespace(t, "apps")
 			brokenPod(t, env, apps, "web", node)
 
@@ -202,10 +221,13 @@ func TestChartRBACCoversTheAgent(t *testing.T) {
 				err := c.CoreV1().Pods(apps).EvictV1(ctx, &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: apps}})
 				forbidden(t, "evict pods", err)
 			}
-			if policy != repair.Label {
-				_, err := c.CoreV1().Pods(apps).Patch(ctx, "web", types.MergePatchType, []byte(`{"metadata":{"labels":{"x":"y"}}}`), metav1.PatchOptions{})
-				forbidden(t, "patch pods", err)
-			}
+			// No policy may change a pod's spec (its image: code execution
+			// wherever the pod runs).
+			brokenPod(t, env, apps, "spec", node)
+			_, err := c.CoreV1().Pods(apps).Patch(ctx, "spec", types.StrategicMergePatchType, []byte(`{"spec":{"containers":[{"name":"app","image":"evil:1"}]}}`), metav1.PatchOptions{})
+			forbidden(t, "patch a pod's spec", err)
+			_, err = c.CoreV1().Pods(apps).Patch(ctx, "spec", types.MergePatchType, []byte(`{"metadata":{"labels":{"x":"y"}}}`), metav1.PatchOptions{})
+			forbidden(t, "patch pods", err)
 		})
 	}
 }
@@ -216,9 +238,9 @@ func TestChartRBACRepairOff(t *testing.T) {
 	ctx := context.Background()
 	ns := env.Namespace(t, "mesh-cni")
 	sa, _ := install(t, env, "mesh-cni-norepair", ns, map[string]any{"repair": map[string]any{"enabled": false}})
-	c := agentClient(t, env, ns, sa)
-	apps := env.Namespace(t, "apps")
 	env.Node(t, "rbac-off")
+	c := agentClient(t, env, ns, sa, "rbac-off")
+	apps := env.Namespace(t, "apps")
 	brokenPod(t, env, apps, "web", "rbac-off")
 	forbidden(t, "evict", c.CoreV1().Pods(apps).EvictV1(ctx, &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: apps}}))
 	forbidden(t, "delete", c.CoreV1().Pods(apps).Delete(ctx, "web", metav1.DeleteOptions{}))
@@ -230,6 +252,103 @@ func TestChartRBACRepairOff(t *testing.T) {
 	forbidden(t, "create events", err)
 	_, err = c.CoreV1().Secrets(ns).List(ctx, metav1.ListOptions{})
 	forbidden(t, "list secrets", err)
+}
+
+// The API server, not the agent's good behaviour, keeps its writes on its own
+// node: with a token bound to a pod on one node (what the kubelet mounts),
+// it can write that Node and the pods on it and nothing on another node.
+func TestAgentWritesOnlyItsOwnNode(t *testing.T) {
+	env := testenv.Start(t)
+	for _, policy := range []repair.Policy{repair.Delete, repair.Label} {
+		t.Run(string(policy), func(t *testing.T) {
+			ctx := context.Background()
+			ns := env.Namespace(t, "mesh-cni")
+			own, other := "own-"+string(policy), "other-"+string(policy)
+			env.Node(t, own, corev1.Taint{Key: "mesh-cni.io/not-ready", Effect: corev1.TaintEffectNoSchedule},
+				corev1.Taint{Key: "other", Effect: corev1.TaintEffectNoSchedule})
+			env.Node(t, other)
+			sa, _ := install(t, env, "own-"+string(policy), ns, map[string]any{
+				"repair":       map[string]any{"enabled": true, "policy": string(policy)},
+				"startupTaint": map[string]any{"enabled": true},
+			})
+			c := agentClient(t, env, ns, sa, own)
+			apps := env.Namespace(t, "apps")
+			brokenPod(t, env, apps, "mine", own)
+			brokenPod(t, env, apps, "theirs", other)
+
+			annotate := []byte(`{"metadata":{"annotations":{"mesh-cni.io/agent-status":"{}"}}}`)
+			// The policy reaches the API server's admission shortly after
+			// it is created; until then the write to the other node passes.
+			var err error
+			eventuallyErr(t, "node patch on another node refused", func() bool {
+				_, err = c.CoreV1().Nodes().Patch(ctx, other, types.MergePatchType, annotate, metav1.PatchOptions{})
+				return apierrors.IsForbidden(err) || apierrors.IsInvalid(err)
+			}, &err)
+			if _, err := c.CoreV1().Nodes().Patch(ctx, own, types.MergePatchType, annotate, metav1.PatchOptions{}); err != nil {
+				t.Fatalf("patch own node: %v", err)
+			}
+			// On its own node: the status annotation and the startup taint,
+			// nothing else.
+			for what, patch := range map[string]string{
+				"label its node":              `{"metadata":{"labels":{"x":"y"}}}`,
+				"annotate its node otherwise": `{"metadata":{"annotations":{"x":"y"}}}`,
+				"cordon its node":             `{"spec":{"unschedulable":true}}`,
+				"taint its node":              `{"spec":{"taints":[{"key":"mesh-cni.io/not-ready","effect":"NoSchedule"},{"key":"other","effect":"NoSchedule"},{"key":"new","effect":"NoExecute"}]}}`,
+				"remove another taint":        `{"spec":{"taints":[{"key":"mesh-cni.io/not-ready","effect":"NoSchedule"}]}}`,
+			} {
+				_, err := c.CoreV1().Nodes().Patch(ctx, own, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
+				refused(t, what, err)
+			}
+			if err := taint.Remove(ctx, c.CoreV1(), own, "mesh-cni.io/not-ready"); err != nil {
+				t.Fatalf("remove the startup taint from its node: %v", err)
+			}
+
+			switch policy {
+			case repair.Delete:
+				err := c.CoreV1().Pods(apps).Delete(ctx, "theirs", metav1.DeleteOptions{})
+				refused(t, "delete a pod on another node", err)
+				if err := c.CoreV1().Pods(apps).Delete(ctx, "mine", metav1.DeleteOptions{}); err != nil {
+					t.Fatalf("delete a pod on its node: %v", err)
+				}
+			case repair.Label:
+				label := []byte(`{"metadata":{"labels":{"mesh-cni.io/uninitialized":"true"}}}`)
+				_, err := c.CoreV1().Pods(apps).Patch(ctx, "theirs", types.MergePatchType, label, metav1.PatchOptions{}, "status")
+				refused(t, "label a pod on another node", err)
+				p, err := c.CoreV1().Pods(apps).Patch(ctx, "mine", types.MergePatchType, label, metav1.PatchOptions{}, "status")
+				if err != nil {
+					t.Fatalf("label a pod on its node: %v", err)
+				}
+				if p.Labels["mesh-cni.io/uninitialized"] != "true" {
+					t.Fatalf("status patch did not keep the label: %v", p.Labels)
+				}
+				spec := []byte(`{"spec":{"containers":[{"name":"app","image":"evil:1"}]}}`)
+				p, err = c.CoreV1().Pods(apps).Patch(ctx, "mine", types.StrategicMergePatchType, spec, metav1.PatchOptions{}, "status")
+				if err == nil && p.Spec.Containers[0].Image != "app:1" {
+					t.Fatalf("pods/status patch changed the image: %s", p.Spec.Containers[0].Image)
+				}
+			}
+		})
+	}
+}
+
+// refused: RBAC (Forbidden) or the own-node admission policy (Invalid or
+// Forbidden, by its reason) turned the request down.
+func refused(t *testing.T, what string, err error) {
+	t.Helper()
+	if !apierrors.IsForbidden(err) && !apierrors.IsInvalid(err) {
+		t.Errorf("%s: want refused, got %v", what, err)
+	}
+}
+
+func eventuallyErr(t *testing.T, what string, cond func() bool, last *error) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for: %s (last: %v)", what, *last)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
 
 // agentPodCache: the pod cache loads and answers as the agent.
