@@ -23,6 +23,7 @@ type config struct {
 	repair                              bool
 	repairPolicy                        string
 	uninstallMode                       string
+	pluginServiceAccount                string
 }
 
 // EnvPrefix: every flag can also come from MESH_CNI_<FLAG_IN_CAPS>.
@@ -59,6 +60,7 @@ func parseFlags(args []string) (*config, error) {
 	fs.BoolVar(&c.repair, "repair", true, "run the repair controller")
 	fs.StringVar(&c.repairPolicy, "repair-policy", "evict", "evict, delete or label")
 	fs.StringVar(&c.uninstallMode, "uninstall-mode", "auto", "auto (only when the DaemonSet is gone or being deleted), always or never")
+	fs.StringVar(&c.pluginServiceAccount, "plugin-service-account", "", "ServiceAccount (in --namespace) whose tokens the host kubeconfig holds (empty: the agent's own token)")
 	var envErr error
 	fs.VisitAll(func(f *flag.Flag) {
 		if v, ok := os.LookupEnv(envName(f.Name)); ok && envErr == nil {
@@ -91,6 +93,9 @@ func parseFlags(args []string) (*config, error) {
 	case "auto", "always", "never":
 	default:
 		return nil, fmt.Errorf("--uninstall-mode must be auto, always or never, not %q", c.uninstallMode)
+	}
+	if c.pluginServiceAccount != "" && c.namespace == "" {
+		return nil, fmt.Errorf("--plugin-service-account=%s needs --namespace (or POD_NAMESPACE)", c.pluginServiceAccount)
 	}
 	switch strings.ToLower(c.logLevel) {
 	case "debug", "info", "warn", "error":

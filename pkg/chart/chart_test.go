@@ -405,8 +405,11 @@ func TestRBAC(t *testing.T) {
 		t.Errorf("agent ClusterRole %s", got)
 	}
 	role := toString(path(base.get(t, "Role", "mesh-cni"), "rules"))
-	if role != `[{"apiGroups":["apps"],"resourceNames":["mesh-cni"],"resources":["daemonsets"],"verbs":["get"]}]` {
-		t.Errorf("Role %s: only get on its own DaemonSet", role)
+	if role != `[{"apiGroups":["apps"],"resourceNames":["mesh-cni"],"resources":["daemonsets"],"verbs":["get"]},{"apiGroups":[""],"resourceNames":["mesh-cni-plugin"],"resources":["serviceaccounts/token"],"verbs":["create"]}]` {
+		t.Errorf("Role %s: only get on its own DaemonSet and tokens of the plugin's account", role)
+	}
+	if got := rules(base, "mesh-cni-plugin"); got != `[{"apiGroups":[""],"resources":["pods"],"verbs":["get"]}]` {
+		t.Errorf("plugin ClusterRole %s: get pods only", got)
 	}
 	for policy, rule := range map[string]string{
 		"evict":  `{"apiGroups":[""],"resources":["pods/eviction"],"verbs":["create"]}`,

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -13,6 +14,8 @@ import (
 
 	admv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
+	authv1 "k8s.io/api/authentication/v1"
+	authzv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -24,6 +27,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/mesh-cni/mesh-cni/pkg/chart"
+	"github.com/mesh-cni/mesh-cni/pkg/kubeconfig"
 	"github.com/mesh-cni/mesh-cni/pkg/mesh"
 	"github.com/mesh-cni/mesh-cni/pkg/podcache"
 	"github.com/mesh-cni/mesh-cni/pkg/repair"
@@ -39,6 +43,14 @@ const chartDir = "../../charts/mesh-cni"
 // objects and its DaemonSet (no controller runs it; the agent only reads
 // it). It returns the agent's ServiceAccount name and the DaemonSet name.
 func install(t *testing.T, env *testenv.Env, release, ns string, vals map[string]any) (sa, ds string) {
+	t.Helper()
+	sa, ds, _ = installRules(t, env, release, ns, vals)
+	return sa, ds
+}
+
+// installRules is install that also returns every rule of the rendered
+// (Cluster)Roles.
+func installRules(t *testing.T, env *testenv.Env, release, ns string, vals map[string]any) (sa, ds string, rules []rbacv1.PolicyRule) {
 	t.Helper()
 	ctx := context.Background()
 	r, err := chart.Render(chartDir, chart.Options{Release: release, Namespace: ns, Values: vals})
@@ -78,13 +90,17 @@ func install(t *testing.T, env *testenv.Env, release, ns string, vals map[string
 		}
 		switch o := obj.(type) {
 		case *corev1.ServiceAccount:
-			sa = o.Name
+			if !strings.HasSuffix(o.Name, "-plugin") {
+				sa = o.Name
+			}
 			_, err = env.Client.CoreV1().ServiceAccounts(ns).Create(ctx, o, metav1.CreateOptions{})
 		case *rbacv1.ClusterRole:
+			rules = append(rules, o.Rules...)
 			_, err = env.Client.RbacV1().ClusterRoles().Create(ctx, o, metav1.CreateOptions{})
 		case *rbacv1.ClusterRoleBinding:
 			_, err = env.Client.RbacV1().ClusterRoleBindings().Create(ctx, o, metav1.CreateOptions{})
 		case *rbacv1.Role:
+			rules = append(rules, o.Rules...)
 			_, err = env.Client.RbacV1().Roles(ns).Create(ctx, o, metav1.CreateOptions{})
 		case *rbacv1.RoleBinding:
 			_, err = env.Client.RbacV1().RoleBindings(ns).Create(ctx, o, metav1.CreateOptions{})
@@ -111,7 +127,7 @@ func install(t *testing.T, env *testenv.Env, release, ns string, vals map[string
 	if sa == "" || ds == "" {
 		t.Fatalf("chart rendered no ServiceAccount or DaemonSet (sa %q, ds %q)", sa, ds)
 	}
-	return sa, ds
+	return sa, ds, rules
 }
 
 // agentClient authenticates as the chart's ServiceAccount with a token bound
@@ -328,6 +344,85 @@ func TestAgentWritesOnlyItsOwnNode(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// The kubeconfig the agent writes for the plugin holds a token of the
+// plugin's ServiceAccount, which may get pods and do nothing else the chart
+// grants to any of its accounts; the agent can mint tokens for that account
+// only.
+func TestPluginTokenOnlyGetsPods(t *testing.T) {
+	env := testenv.Start(t)
+	ctx := context.Background()
+	ns := env.Namespace(t, "mesh-cni")
+	env.Node(t, "plugin-node")
+	sa, _, rules := installRules(t, env, "mesh-cni", ns, map[string]any{
+		"repair":       map[string]any{"enabled": true, "policy": "label"},
+		"startupTaint": map[string]any{"enabled": true},
+	})
+	c := agentClient(t, env, ns, sa, "plugin-node")
+	apps := env.Namespace(t, "apps")
+	brokenPod(t, env, apps, "web", "plugin-node")
+
+	out := filepath.Join(t.TempDir(), "kubeconfig")
+	req := &kubeconfig.TokenRequester{Client: c.CoreV1(), Namespace: ns, Name: "mesh-cni-plugin"}
+	if _, err := kubeconfig.Write(out, kubeconfig.Options{Host: "10.96.0.1", Port: "443", Tokens: req}); err != nil {
+		t.Fatalf("write the plugin's kubeconfig as the agent: %v", err)
+	}
+	b, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kc kubeconfig.Config
+	if err := json.Unmarshal(b, &kc); err != nil {
+		t.Fatal(err)
+	}
+	plugin, err := kubernetes.NewForConfig(env.TokenConfig(kc.Users[0].User.Token))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := plugin.CoreV1().Pods(apps).Get(ctx, "web", metav1.GetOptions{}); err != nil {
+		t.Fatalf("get pods with the plugin's token: %v", err)
+	}
+
+	// Every verb on every resource any of the chart's roles names, plus the
+	// verbs a role could hold on them.
+	verbs := []string{"get", "list", "watch", "create", "update", "patch", "delete", "deletecollection"}
+	seen := map[string]bool{}
+	for _, r := range rules {
+		for _, g := range r.APIGroups {
+			for _, res := range r.Resources {
+				for _, v := range append(verbs, r.Verbs...) {
+					res, sub, _ := strings.Cut(res, "/")
+					key := g + "|" + res + "|" + sub + "|" + v
+					if seen[key] {
+						continue
+					}
+					seen[key] = true
+					rev, err := plugin.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, &authzv1.SelfSubjectAccessReview{
+						Spec: authzv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &authzv1.ResourceAttributes{
+							Namespace: apps, Group: g, Resource: res, Subresource: sub, Verb: v,
+						}},
+					}, metav1.CreateOptions{})
+					if err != nil {
+						t.Fatal(err)
+					}
+					want := g == "" && res == "pods" && sub == "" && v == "get"
+					if rev.Status.Allowed != want {
+						t.Errorf("plugin token: %s %s/%s in group %q allowed=%v, want %v", v, res, sub, g, rev.Status.Allowed, want)
+					}
+				}
+			}
+		}
+	}
+	if len(seen) < 50 {
+		t.Fatalf("only %d checks: the chart's rules were not read", len(seen))
+	}
+
+	// The agent mints tokens for that account only.
+	for _, other := range []string{sa, "default"} {
+		_, err := c.CoreV1().ServiceAccounts(ns).CreateToken(ctx, other, &authv1.TokenRequest{}, metav1.CreateOptions{})
+		forbidden(t, "token for "+other, err)
 	}
 }
 

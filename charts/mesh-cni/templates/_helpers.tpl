@@ -26,6 +26,11 @@ Names and labels.
 {{- end }}
 {{- end }}
 
+{{/* The plugin's own ServiceAccount: get pods, nothing else. */}}
+{{- define "mesh-cni.pluginServiceAccountName" -}}
+{{- default (printf "%s-plugin" (include "mesh-cni.fullname" .) | trunc 63 | trimSuffix "-") .Values.pluginServiceAccount.name }}
+{{- end }}
+
 {{/* Selector labels: only name and instance, so they never change on upgrade. */}}
 {{- define "mesh-cni.selectorLabels" -}}
 app.kubernetes.io/name: {{ include "mesh-cni.name" . }}
