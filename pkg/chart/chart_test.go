@@ -201,8 +201,20 @@ func TestRenderValueFiles(t *testing.T) {
 			if p := path(c, "readinessProbe", "httpGet", "path"); p != "/readyz" {
 				t.Errorf("readinessProbe path %v", p)
 			}
-			if probe := got["--probe-addr"]; probe != ":"+toString(path(c, "ports", "0", "containerPort")) {
-				t.Errorf("--probe-addr %s does not match the probes port", probe)
+			// Loopback unless the value file says otherwise (full: every
+			// address); the kubelet probes where the agent listens.
+			host := "127.0.0.1"
+			if name == "full" {
+				host = ""
+			}
+			if probe := got["--probe-addr"]; probe != host+":"+toString(path(c, "ports", "0", "containerPort")) {
+				t.Errorf("--probe-addr %s: want the probes port on %q", probe, host)
+			}
+			for _, p := range []string{"livenessProbe", "readinessProbe"} {
+				h, _ := path(c, p, "httpGet", "host").(string)
+				if h != host {
+					t.Errorf("%s host %v, want %q: the kubelet must probe the address the agent listens on", p, h, host)
+				}
 			}
 			pluginConf(t, r)
 			if !strings.Contains(r.notes, "rollout status daemonset/") {
@@ -512,6 +524,9 @@ func TestFullValues(t *testing.T) {
 		}
 	}
 	c := container(t, ds)
+	if h := path(c, "readinessProbe", "httpGet", "host"); h != nil {
+		t.Errorf("probes.bindAddress \"\": readinessProbe host %v, want none (the pod IP, the node's)", h)
+	}
 	if c["image"] != "registry.example.com/mesh-cni:v0.1.0-rc.1" || c["imagePullPolicy"] != "Always" {
 		t.Errorf("image %v %v", c["image"], c["imagePullPolicy"])
 	}
