@@ -92,3 +92,28 @@ func sorted(m map[string]bool) []string {
 	sort.Strings(out)
 	return out
 }
+
+// Below 1.30 the own-node policy cannot be enforced: the chart renders none
+// and says so.
+func TestOwnNodePolicyNeedsKube130(t *testing.T) {
+	for v, want := range map[string]bool{"v1.29.9": false, "v1.30.0": true, "v1.34.0": true} {
+		r, err := Render(chartDir, Options{KubeVersion: v})
+		if err != nil {
+			t.Fatal(err)
+		}
+		objs, err := Objects(r.Manifest)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for _, o := range objs {
+			if strings.HasPrefix(o.Kind, "ValidatingAdmissionPolicy") {
+				n++
+			}
+		}
+		says := strings.Contains(r.Notes, "cannot enforce the ValidatingAdmissionPolicy")
+		if (n == 2) != want || says == want {
+			t.Errorf("%s: %d policy objects, NOTES warns %v; want policy %v", v, n, says, want)
+		}
+	}
+}
