@@ -426,6 +426,31 @@ func TestPluginTokenOnlyGetsPods(t *testing.T) {
 	}
 }
 
+// Why evict is not the default: the admission request of an eviction holds
+// the Eviction, not the pod, and the deletion it causes is not admitted
+// again, so the own-node policy cannot keep it on the agent's node.
+func TestEvictionNotConfinedToOwnNode(t *testing.T) {
+	env := testenv.Start(t)
+	ctx := context.Background()
+	ns := env.Namespace(t, "mesh-cni")
+	env.Node(t, "evict-own")
+	env.Node(t, "evict-other")
+	sa, _ := install(t, env, "evict", ns, map[string]any{"repair": map[string]any{"enabled": true, "policy": "evict"}})
+	c := agentClient(t, env, ns, sa, "evict-own")
+	apps := env.Namespace(t, "apps")
+	brokenPod(t, env, apps, "theirs", "evict-other")
+	annotate := []byte(`{"metadata":{"annotations":{"mesh-cni.io/agent-status":"{}"}}}`)
+	var err error
+	eventuallyErr(t, "own-node policy active", func() bool {
+		_, err = c.CoreV1().Nodes().Patch(ctx, "evict-other", types.MergePatchType, annotate, metav1.PatchOptions{})
+		return err != nil
+	}, &err)
+	err = c.CoreV1().Pods(apps).EvictV1(ctx, &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Name: "theirs", Namespace: apps}})
+	if err != nil {
+		t.Fatalf("eviction of a pod on another node: %v; if the API server now refuses it, evict can be confined and reconsidered as the default", err)
+	}
+}
+
 // refused: RBAC (Forbidden) or the own-node admission policy (Invalid or
 // Forbidden, by its reason) turned the request down.
 func refused(t *testing.T, what string, err error) {
