@@ -25,6 +25,7 @@ type config struct {
 	uninstallMode                       string
 	checkPrimaryBinaries                bool
 	hostToolDirs                        string
+	pluginServiceAccount                string
 }
 
 // EnvPrefix: every flag can also come from MESH_CNI_<FLAG_IN_CAPS>.
@@ -63,6 +64,7 @@ func parseFlags(args []string) (*config, error) {
 	fs.StringVar(&c.uninstallMode, "uninstall-mode", "auto", "auto (only when the DaemonSet is gone or being deleted), always or never")
 	fs.BoolVar(&c.checkPrimaryBinaries, "check-primary-binaries", true, "chain only when the CNI bin dir holds the primary config's plugins (else it is not the runtime's bin dir)")
 	fs.StringVar(&c.hostToolDirs, "host-tool-dirs", "/host/usr/sbin,/host/usr/local/sbin,/host/usr/bin,/host/usr/local/bin", "comma-separated container paths of the host dirs where the plugin finds the iptables backends' binaries (read-only mounts); missing dirs are skipped")
+	fs.StringVar(&c.pluginServiceAccount, "plugin-service-account", "", "ServiceAccount (in --namespace) whose tokens the host kubeconfig holds (empty: the agent's own token)")
 	var envErr error
 	fs.VisitAll(func(f *flag.Flag) {
 		if v, ok := os.LookupEnv(envName(f.Name)); ok && envErr == nil {
@@ -95,6 +97,9 @@ func parseFlags(args []string) (*config, error) {
 	case "auto", "always", "never":
 	default:
 		return nil, fmt.Errorf("--uninstall-mode must be auto, always or never, not %q", c.uninstallMode)
+	}
+	if c.pluginServiceAccount != "" && c.namespace == "" {
+		return nil, fmt.Errorf("--plugin-service-account=%s needs --namespace (or POD_NAMESPACE)", c.pluginServiceAccount)
 	}
 	switch strings.ToLower(c.logLevel) {
 	case "debug", "info", "warn", "error":

@@ -33,6 +33,7 @@ func TestFlagsRejected(t *testing.T) {
 		{"--log-level=loud"},
 		{"stray"},
 		{"--no-such-flag"},
+		{"--plugin-service-account=mesh-cni-plugin", "--namespace="},
 	} {
 		if _, err := parseFlags(args); err == nil {
 			t.Errorf("%v accepted", args)

@@ -113,6 +113,10 @@ func run(cfg *config, log *slog.Logger) error {
 	if client != nil {
 		nodes = client.core
 	}
+	if client != nil && cfg.pluginServiceAccount != "" {
+		// The plugin gets its own short-lived tokens; ours stays here.
+		kopts.Tokens = &kubeconfig.TokenRequester{Client: client.core, Namespace: cfg.namespace, Name: cfg.pluginServiceAccount}
+	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()

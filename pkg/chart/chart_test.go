@@ -201,8 +201,20 @@ func TestRenderValueFiles(t *testing.T) {
 			if p := path(c, "readinessProbe", "httpGet", "path"); p != "/readyz" {
 				t.Errorf("readinessProbe path %v", p)
 			}
-			if probe := got["--probe-addr"]; probe != ":"+toString(path(c, "ports", "0", "containerPort")) {
-				t.Errorf("--probe-addr %s does not match the probes port", probe)
+			// Loopback unless the value file says otherwise (full: every
+			// address); the kubelet probes where the agent listens.
+			host := "127.0.0.1"
+			if name == "full" {
+				host = ""
+			}
+			if probe := got["--probe-addr"]; probe != host+":"+toString(path(c, "ports", "0", "containerPort")) {
+				t.Errorf("--probe-addr %s: want the probes port on %q", probe, host)
+			}
+			for _, p := range []string{"livenessProbe", "readinessProbe"} {
+				h, _ := path(c, p, "httpGet", "host").(string)
+				if h != host {
+					t.Errorf("%s host %v, want %q: the kubelet must probe the address the agent listens on", p, h, host)
+				}
 			}
 			pluginConf(t, r)
 			if !strings.Contains(r.notes, "rollout status daemonset/") {
@@ -411,13 +423,16 @@ func TestRBAC(t *testing.T) {
 		t.Errorf("agent ClusterRole %s", got)
 	}
 	role := toString(path(base.get(t, "Role", "mesh-cni"), "rules"))
-	if role != `[{"apiGroups":["apps"],"resourceNames":["mesh-cni"],"resources":["daemonsets"],"verbs":["get"]}]` {
-		t.Errorf("Role %s: only get on its own DaemonSet", role)
+	if role != `[{"apiGroups":["apps"],"resourceNames":["mesh-cni"],"resources":["daemonsets"],"verbs":["get"]},{"apiGroups":[""],"resourceNames":["mesh-cni-plugin"],"resources":["serviceaccounts/token"],"verbs":["create"]}]` {
+		t.Errorf("Role %s: only get on its own DaemonSet and tokens of the plugin's account", role)
+	}
+	if got := rules(base, "mesh-cni-plugin"); got != `[{"apiGroups":[""],"resources":["pods"],"verbs":["get"]}]` {
+		t.Errorf("plugin ClusterRole %s: get pods only", got)
 	}
 	for policy, rule := range map[string]string{
 		"evict":  `{"apiGroups":[""],"resources":["pods/eviction"],"verbs":["create"]}`,
 		"delete": `{"apiGroups":[""],"resources":["pods"],"verbs":["delete"]}`,
-		"label":  `{"apiGroups":[""],"resources":["pods"],"verbs":["patch"]}`,
+		"label":  `{"apiGroups":[""],"resources":["pods/status"],"verbs":["patch"]}`,
 	} {
 		r := render(t, "", "", map[string]any{"repair": map[string]any{"policy": policy}})
 		want := `[` + rule + `,{"apiGroups":["","events.k8s.io"],"resources":["events"],"verbs":["create","patch"]}]`
@@ -515,6 +530,9 @@ func TestFullValues(t *testing.T) {
 		}
 	}
 	c := container(t, ds)
+	if h := path(c, "readinessProbe", "httpGet", "host"); h != nil {
+		t.Errorf("probes.bindAddress \"\": readinessProbe host %v, want none (the pod IP, the node's)", h)
+	}
 	if c["image"] != "registry.example.com/mesh-cni:v0.1.0-rc.1" || c["imagePullPolicy"] != "Always" {
 		t.Errorf("image %v %v", c["image"], c["imagePullPolicy"])
 	}

@@ -28,6 +28,8 @@ type Options struct {
 	Release   string         // default BaseRelease
 	Namespace string         // default BaseNamespace
 	Values    map[string]any // user values (as from -f), may be nil
+	// KubeVersion is --kube-version; default the package's KubeVersion.
+	KubeVersion string
 }
 
 // Rendered is the output of one render.
@@ -44,7 +46,7 @@ func Render(dir string, o Options) (*Rendered, error) {
 	if err != nil {
 		return nil, fmt.Errorf("load chart %s: %w", dir, err)
 	}
-	kv, err := chartutil.ParseKubeVersion(KubeVersion)
+	kv, err := chartutil.ParseKubeVersion(or(o.KubeVersion, KubeVersion))
 	if err != nil {
 		return nil, err
 	}

@@ -91,6 +91,7 @@ func PostChecks() []Func {
 		APIReachable,
 		DaemonSetReady,
 		AgentsReady,
+		OwnNodePolicy,
 		VersionsMatch,
 		NoRepairCandidates,
 		NoCiliumExclusive,

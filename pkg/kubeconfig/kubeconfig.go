@@ -1,6 +1,7 @@
 // Package kubeconfig writes the kubeconfig the plugin uses for its fallback
 // pod GET: JSON (valid YAML, so the plugin reads it with encoding/json),
-// mode 0600, built from the agent's projected service-account token.
+// mode 0600, holding a token of the plugin's own ServiceAccount
+// (TokenRequester), or without one the agent's projected token.
 package kubeconfig
 
 import (
@@ -21,6 +22,9 @@ type Options struct {
 	Port      string // KUBERNETES_SERVICE_PORT
 	TokenPath string
 	CAPath    string // "" = no CA (the plugin then trusts the system roots)
+	// Tokens, when set, gives the token to write instead of TokenPath's:
+	// the agent's own token then never leaves its pod.
+	Tokens interface{ Token() (string, error) }
 }
 
 // FromEnv fills Host and Port from the in-cluster environment.
@@ -83,13 +87,22 @@ type Context struct {
 
 // Build reads the token and CA and returns the kubeconfig bytes.
 func Build(o Options) ([]byte, error) {
-	tok, err := os.ReadFile(o.TokenPath)
-	if err != nil {
-		return nil, fmt.Errorf("service-account token: %w", err)
-	}
-	token := strings.TrimSpace(string(tok))
-	if token == "" {
-		return nil, fmt.Errorf("service-account token %s is empty", o.TokenPath)
+	var token string
+	if o.Tokens != nil {
+		t, err := o.Tokens.Token()
+		if err != nil {
+			return nil, err
+		}
+		token = t
+	} else {
+		tok, err := os.ReadFile(o.TokenPath)
+		if err != nil {
+			return nil, fmt.Errorf("service-account token: %w", err)
+		}
+		token = strings.TrimSpace(string(tok))
+		if token == "" {
+			return nil, fmt.Errorf("service-account token %s is empty", o.TokenPath)
+		}
 	}
 	c := Cluster{Server: o.Server()}
 	if o.CAPath != "" {

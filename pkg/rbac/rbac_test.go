@@ -6,12 +6,16 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	admv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
+	authv1 "k8s.io/api/authentication/v1"
+	authzv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -23,6 +27,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/mesh-cni/mesh-cni/pkg/chart"
+	"github.com/mesh-cni/mesh-cni/pkg/kubeconfig"
 	"github.com/mesh-cni/mesh-cni/pkg/mesh"
 	"github.com/mesh-cni/mesh-cni/pkg/podcache"
 	"github.com/mesh-cni/mesh-cni/pkg/repair"
@@ -38,6 +43,14 @@ const chartDir = "../../charts/mesh-cni"
 // objects and its DaemonSet (no controller runs it; the agent only reads
 // it). It returns the agent's ServiceAccount name and the DaemonSet name.
 func install(t *testing.T, env *testenv.Env, release, ns string, vals map[string]any) (sa, ds string) {
+	t.Helper()
+	sa, ds, _ = installRules(t, env, release, ns, vals)
+	return sa, ds
+}
+
+// installRules is install that also returns every rule of the rendered
+// (Cluster)Roles.
+func installRules(t *testing.T, env *testenv.Env, release, ns string, vals map[string]any) (sa, ds string, rules []rbacv1.PolicyRule) {
 	t.Helper()
 	ctx := context.Background()
 	r, err := chart.Render(chartDir, chart.Options{Release: release, Namespace: ns, Values: vals})
@@ -65,6 +78,10 @@ func install(t *testing.T, env *testenv.Env, release, ns string, vals map[string
 			obj = &rbacv1.RoleBinding{}
 		case "DaemonSet":
 			obj = &appsv1.DaemonSet{}
+		case "ValidatingAdmissionPolicy":
+			obj = &admv1.ValidatingAdmissionPolicy{}
+		case "ValidatingAdmissionPolicyBinding":
+			obj = &admv1.ValidatingAdmissionPolicyBinding{}
 		default:
 			continue
 		}
@@ -73,19 +90,35 @@ func install(t *testing.T, env *testenv.Env, release, ns string, vals map[string
 		}
 		switch o := obj.(type) {
 		case *corev1.ServiceAccount:
-			sa = o.Name
+			if !strings.HasSuffix(o.Name, "-plugin") {
+				sa = o.Name
+			}
 			_, err = env.Client.CoreV1().ServiceAccounts(ns).Create(ctx, o, metav1.CreateOptions{})
 		case *rbacv1.ClusterRole:
+			rules = append(rules, o.Rules...)
 			_, err = env.Client.RbacV1().ClusterRoles().Create(ctx, o, metav1.CreateOptions{})
 		case *rbacv1.ClusterRoleBinding:
 			_, err = env.Client.RbacV1().ClusterRoleBindings().Create(ctx, o, metav1.CreateOptions{})
 		case *rbacv1.Role:
+			rules = append(rules, o.Rules...)
 			_, err = env.Client.RbacV1().Roles(ns).Create(ctx, o, metav1.CreateOptions{})
 		case *rbacv1.RoleBinding:
 			_, err = env.Client.RbacV1().RoleBindings(ns).Create(ctx, o, metav1.CreateOptions{})
 		case *appsv1.DaemonSet:
 			ds = o.Name
 			_, err = env.Client.AppsV1().DaemonSets(ns).Create(ctx, o, metav1.CreateOptions{})
+		case *admv1.ValidatingAdmissionPolicy:
+			_, err = env.Client.AdmissionregistrationV1().ValidatingAdmissionPolicies().Create(ctx, o, metav1.CreateOptions{})
+			name := o.Name
+			t.Cleanup(func() {
+				_ = env.Client.AdmissionregistrationV1().ValidatingAdmissionPolicies().Delete(context.Background(), name, metav1.DeleteOptions{})
+			})
+		case *admv1.ValidatingAdmissionPolicyBinding:
+			_, err = env.Client.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings().Create(ctx, o, metav1.CreateOptions{})
+			name := o.Name
+			t.Cleanup(func() {
+				_ = env.Client.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings().Delete(context.Background(), name, metav1.DeleteOptions{})
+			})
 		}
 		if err != nil {
 			t.Fatalf("create %s: %v", meta.Kind, err)
@@ -94,14 +127,15 @@ func install(t *testing.T, env *testenv.Env, release, ns string, vals map[string
 	if sa == "" || ds == "" {
 		t.Fatalf("chart rendered no ServiceAccount or DaemonSet (sa %q, ds %q)", sa, ds)
 	}
-	return sa, ds
+	return sa, ds, rules
 }
 
-// agentClient authenticates as the chart's ServiceAccount, once its
+// agentClient authenticates as the chart's ServiceAccount with a token bound
+// to an agent pod on node (as the kubelet's projected token is), once its
 // bindings have reached the authorizer.
-func agentClient(t *testing.T, env *testenv.Env, ns, sa string) kubernetes.Interface {
+func agentClient(t *testing.T, env *testenv.Env, ns, sa, node string) kubernetes.Interface {
 	t.Helper()
-	_, c := env.ServiceAccountClient(t, ns, sa)
+	_, c := env.PodClient(t, ns, sa, "mesh-cni-agent-"+node, node)
 	eventually(t, "RBAC bindings active", func() bool {
 		_, err := c.CoreV1().Pods("").List(context.Background(), metav1.ListOptions{Limit: 1})
 		return err == nil
@@ -144,9 +178,10 @@ func TestChartRBACCoversTheAgent(t *testing.T) {
 			node := "rbac-" + string(policy)
 			env.Node(t, node, corev1.Taint{Key: "mesh-cni.io/not-ready", Effect: corev1.TaintEffectNoSchedule})
 			sa, ds := install(t, env, "mesh-cni-"+string(policy), ns, map[string]any{
-				"repair": map[string]any{"enabled": true, "policy": string(policy)},
+				"repair":       map[string]any{"enabled": true, "policy": string(policy)},
+				"startupTaint": map[string]any{"enabled": true},
 			})
-			c := agentClient(t, env, ns, sa)
+			c := agentClient(t, env, ns, sa, node)
 			apps := env.Namespace(t, "apps")
 			brokenPod(t, env, apps, "web", node)
 
@@ -202,10 +237,13 @@ func TestChartRBACCoversTheAgent(t *testing.T) {
 				err := c.CoreV1().Pods(apps).EvictV1(ctx, &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: apps}})
 				forbidden(t, "evict pods", err)
 			}
-			if policy != repair.Label {
-				_, err := c.CoreV1().Pods(apps).Patch(ctx, "web", types.MergePatchType, []byte(`{"metadata":{"labels":{"x":"y"}}}`), metav1.PatchOptions{})
-				forbidden(t, "patch pods", err)
-			}
+			// No policy may change a pod's spec (its image: code execution
+			// wherever the pod runs).
+			brokenPod(t, env, apps, "spec", node)
+			_, err := c.CoreV1().Pods(apps).Patch(ctx, "spec", types.StrategicMergePatchType, []byte(`{"spec":{"containers":[{"name":"app","image":"evil:1"}]}}`), metav1.PatchOptions{})
+			forbidden(t, "patch a pod's spec", err)
+			_, err = c.CoreV1().Pods(apps).Patch(ctx, "spec", types.MergePatchType, []byte(`{"metadata":{"labels":{"x":"y"}}}`), metav1.PatchOptions{})
+			forbidden(t, "patch pods", err)
 		})
 	}
 }
@@ -216,9 +254,9 @@ func TestChartRBACRepairOff(t *testing.T) {
 	ctx := context.Background()
 	ns := env.Namespace(t, "mesh-cni")
 	sa, _ := install(t, env, "mesh-cni-norepair", ns, map[string]any{"repair": map[string]any{"enabled": false}})
-	c := agentClient(t, env, ns, sa)
-	apps := env.Namespace(t, "apps")
 	env.Node(t, "rbac-off")
+	c := agentClient(t, env, ns, sa, "rbac-off")
+	apps := env.Namespace(t, "apps")
 	brokenPod(t, env, apps, "web", "rbac-off")
 	forbidden(t, "evict", c.CoreV1().Pods(apps).EvictV1(ctx, &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: apps}}))
 	forbidden(t, "delete", c.CoreV1().Pods(apps).Delete(ctx, "web", metav1.DeleteOptions{}))
@@ -230,6 +268,207 @@ func TestChartRBACRepairOff(t *testing.T) {
 	forbidden(t, "create events", err)
 	_, err = c.CoreV1().Secrets(ns).List(ctx, metav1.ListOptions{})
 	forbidden(t, "list secrets", err)
+}
+
+// The API server, not the agent's good behaviour, keeps its writes on its own
+// node: with a token bound to a pod on one node (what the kubelet mounts),
+// it can write that Node and the pods on it and nothing on another node.
+func TestAgentWritesOnlyItsOwnNode(t *testing.T) {
+	env := testenv.Start(t)
+	for _, policy := range []repair.Policy{repair.Delete, repair.Label} {
+		t.Run(string(policy), func(t *testing.T) {
+			ctx := context.Background()
+			ns := env.Namespace(t, "mesh-cni")
+			own, other := "own-"+string(policy), "other-"+string(policy)
+			env.Node(t, own, corev1.Taint{Key: "mesh-cni.io/not-ready", Effect: corev1.TaintEffectNoSchedule},
+				corev1.Taint{Key: "other", Effect: corev1.TaintEffectNoSchedule})
+			env.Node(t, other)
+			sa, _ := install(t, env, "own-"+string(policy), ns, map[string]any{
+				"repair":       map[string]any{"enabled": true, "policy": string(policy)},
+				"startupTaint": map[string]any{"enabled": true},
+			})
+			c := agentClient(t, env, ns, sa, own)
+			apps := env.Namespace(t, "apps")
+			brokenPod(t, env, apps, "mine", own)
+			brokenPod(t, env, apps, "theirs", other)
+
+			annotate := []byte(`{"metadata":{"annotations":{"mesh-cni.io/agent-status":"{}"}}}`)
+			// The policy reaches the API server's admission shortly after
+			// it is created; until then the write to the other node passes.
+			var err error
+			eventuallyErr(t, "node patch on another node refused", func() bool {
+				_, err = c.CoreV1().Nodes().Patch(ctx, other, types.MergePatchType, annotate, metav1.PatchOptions{})
+				return apierrors.IsForbidden(err) || apierrors.IsInvalid(err)
+			}, &err)
+			if _, err := c.CoreV1().Nodes().Patch(ctx, own, types.MergePatchType, annotate, metav1.PatchOptions{}); err != nil {
+				t.Fatalf("patch own node: %v", err)
+			}
+			// On its own node: the status annotation and the startup taint,
+			// nothing else.
+			for what, patch := range map[string]string{
+				"label its node":              `{"metadata":{"labels":{"x":"y"}}}`,
+				"annotate its node otherwise": `{"metadata":{"annotations":{"x":"y"}}}`,
+				"cordon its node":             `{"spec":{"unschedulable":true}}`,
+				"taint its node":              `{"spec":{"taints":[{"key":"mesh-cni.io/not-ready","effect":"NoSchedule"},{"key":"other","effect":"NoSchedule"},{"key":"new","effect":"NoExecute"}]}}`,
+				"remove another taint":        `{"spec":{"taints":[{"key":"mesh-cni.io/not-ready","effect":"NoSchedule"}]}}`,
+			} {
+				_, err := c.CoreV1().Nodes().Patch(ctx, own, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
+				refused(t, what, err)
+			}
+			if err := taint.Remove(ctx, c.CoreV1(), own, "mesh-cni.io/not-ready"); err != nil {
+				t.Fatalf("remove the startup taint from its node: %v", err)
+			}
+
+			switch policy {
+			case repair.Delete:
+				err := c.CoreV1().Pods(apps).Delete(ctx, "theirs", metav1.DeleteOptions{})
+				refused(t, "delete a pod on another node", err)
+				if err := c.CoreV1().Pods(apps).Delete(ctx, "mine", metav1.DeleteOptions{}); err != nil {
+					t.Fatalf("delete a pod on its node: %v", err)
+				}
+			case repair.Label:
+				label := []byte(`{"metadata":{"labels":{"mesh-cni.io/uninitialized":"true"}}}`)
+				_, err := c.CoreV1().Pods(apps).Patch(ctx, "theirs", types.MergePatchType, label, metav1.PatchOptions{}, "status")
+				refused(t, "label a pod on another node", err)
+				p, err := c.CoreV1().Pods(apps).Patch(ctx, "mine", types.MergePatchType, label, metav1.PatchOptions{}, "status")
+				if err != nil {
+					t.Fatalf("label a pod on its node: %v", err)
+				}
+				if p.Labels["mesh-cni.io/uninitialized"] != "true" {
+					t.Fatalf("status patch did not keep the label: %v", p.Labels)
+				}
+				spec := []byte(`{"spec":{"containers":[{"name":"app","image":"evil:1"}]}}`)
+				p, err = c.CoreV1().Pods(apps).Patch(ctx, "mine", types.StrategicMergePatchType, spec, metav1.PatchOptions{}, "status")
+				if err == nil && p.Spec.Containers[0].Image != "app:1" {
+					t.Fatalf("pods/status patch changed the image: %s", p.Spec.Containers[0].Image)
+				}
+			}
+		})
+	}
+}
+
+// The kubeconfig the agent writes for the plugin holds a token of the
+// plugin's ServiceAccount, which may get pods and do nothing else the chart
+// grants to any of its accounts; the agent can mint tokens for that account
+// only.
+func TestPluginTokenOnlyGetsPods(t *testing.T) {
+	env := testenv.Start(t)
+	ctx := context.Background()
+	ns := env.Namespace(t, "mesh-cni")
+	env.Node(t, "plugin-node")
+	sa, _, rules := installRules(t, env, "mesh-cni", ns, map[string]any{
+		"repair":       map[string]any{"enabled": true, "policy": "label"},
+		"startupTaint": map[string]any{"enabled": true},
+	})
+	c := agentClient(t, env, ns, sa, "plugin-node")
+	apps := env.Namespace(t, "apps")
+	brokenPod(t, env, apps, "web", "plugin-node")
+
+	out := filepath.Join(t.TempDir(), "kubeconfig")
+	req := &kubeconfig.TokenRequester{Client: c.CoreV1(), Namespace: ns, Name: "mesh-cni-plugin"}
+	if _, err := kubeconfig.Write(out, kubeconfig.Options{Host: "10.96.0.1", Port: "443", Tokens: req}); err != nil {
+		t.Fatalf("write the plugin's kubeconfig as the agent: %v", err)
+	}
+	b, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kc kubeconfig.Config
+	if err := json.Unmarshal(b, &kc); err != nil {
+		t.Fatal(err)
+	}
+	plugin, err := kubernetes.NewForConfig(env.TokenConfig(kc.Users[0].User.Token))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := plugin.CoreV1().Pods(apps).Get(ctx, "web", metav1.GetOptions{}); err != nil {
+		t.Fatalf("get pods with the plugin's token: %v", err)
+	}
+
+	// Every verb on every resource any of the chart's roles names, plus the
+	// verbs a role could hold on them.
+	verbs := []string{"get", "list", "watch", "create", "update", "patch", "delete", "deletecollection"}
+	seen := map[string]bool{}
+	for _, r := range rules {
+		for _, g := range r.APIGroups {
+			for _, res := range r.Resources {
+				for _, v := range append(verbs, r.Verbs...) {
+					res, sub, _ := strings.Cut(res, "/")
+					key := g + "|" + res + "|" + sub + "|" + v
+					if seen[key] {
+						continue
+					}
+					seen[key] = true
+					rev, err := plugin.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, &authzv1.SelfSubjectAccessReview{
+						Spec: authzv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &authzv1.ResourceAttributes{
+							Namespace: apps, Group: g, Resource: res, Subresource: sub, Verb: v,
+						}},
+					}, metav1.CreateOptions{})
+					if err != nil {
+						t.Fatal(err)
+					}
+					want := g == "" && res == "pods" && sub == "" && v == "get"
+					if rev.Status.Allowed != want {
+						t.Errorf("plugin token: %s %s/%s in group %q allowed=%v, want %v", v, res, sub, g, rev.Status.Allowed, want)
+					}
+				}
+			}
+		}
+	}
+	if len(seen) < 50 {
+		t.Fatalf("only %d checks: the chart's rules were not read", len(seen))
+	}
+
+	// The agent mints tokens for that account only.
+	for _, other := range []string{sa, "default"} {
+		_, err := c.CoreV1().ServiceAccounts(ns).CreateToken(ctx, other, &authv1.TokenRequest{}, metav1.CreateOptions{})
+		forbidden(t, "token for "+other, err)
+	}
+}
+
+// Why evict is not the default: the admission request of an eviction holds
+// the Eviction, not the pod, and the deletion it causes is not admitted
+// again, so the own-node policy cannot keep it on the agent's node.
+func TestEvictionNotConfinedToOwnNode(t *testing.T) {
+	env := testenv.Start(t)
+	ctx := context.Background()
+	ns := env.Namespace(t, "mesh-cni")
+	env.Node(t, "evict-own")
+	env.Node(t, "evict-other")
+	sa, _ := install(t, env, "evict", ns, map[string]any{"repair": map[string]any{"enabled": true, "policy": "evict"}})
+	c := agentClient(t, env, ns, sa, "evict-own")
+	apps := env.Namespace(t, "apps")
+	brokenPod(t, env, apps, "theirs", "evict-other")
+	annotate := []byte(`{"metadata":{"annotations":{"mesh-cni.io/agent-status":"{}"}}}`)
+	var err error
+	eventuallyErr(t, "own-node policy active", func() bool {
+		_, err = c.CoreV1().Nodes().Patch(ctx, "evict-other", types.MergePatchType, annotate, metav1.PatchOptions{})
+		return err != nil
+	}, &err)
+	err = c.CoreV1().Pods(apps).EvictV1(ctx, &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Name: "theirs", Namespace: apps}})
+	if err != nil {
+		t.Fatalf("eviction of a pod on another node: %v; if the API server now refuses it, evict can be confined and reconsidered as the default", err)
+	}
+}
+
+// refused: RBAC (Forbidden) or the own-node admission policy (Invalid or
+// Forbidden, by its reason) turned the request down.
+func refused(t *testing.T, what string, err error) {
+	t.Helper()
+	if !apierrors.IsForbidden(err) && !apierrors.IsInvalid(err) {
+		t.Errorf("%s: want refused, got %v", what, err)
+	}
+}
+
+func eventuallyErr(t *testing.T, what string, cond func() bool, last *error) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for: %s (last: %v)", what, *last)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
 
 // agentPodCache: the pod cache loads and answers as the agent.

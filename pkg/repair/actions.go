@@ -125,14 +125,17 @@ func (c *controller) labelled(pod *corev1.Pod) bool {
 func (c *controller) label(ctx context.Context, pod *corev1.Pod, why string) (Outcome, error) {
 	k, v := c.labelKV()
 	// The UID in the patch makes it fail (409) on a pod replaced under the
-	// same name, instead of labelling a healthy successor.
+	// same name, instead of labelling a healthy successor. Through the
+	// status subresource, as Istio's repair does (cni/pkg/repair
+	// repaircontroller.go labelBrokenPod): RBAC then needs pods/status
+	// patch, which cannot change the pod's spec (its image), not pods patch.
 	patch, err := json.Marshal(map[string]any{
 		"metadata": map[string]any{"uid": pod.UID, "labels": map[string]string{k: v}},
 	})
 	if err != nil {
 		return Failed, err
 	}
-	_, err = c.client.Pods(pod.Namespace).Patch(ctx, pod.Name, types.MergePatchType, patch, metav1.PatchOptions{})
+	_, err = c.client.Pods(pod.Namespace).Patch(ctx, pod.Name, types.MergePatchType, patch, metav1.PatchOptions{}, "status")
 	switch {
 	case err == nil:
 		c.recorder.Eventf(pod, corev1.EventTypeWarning, ReasonLabeled, "%s; labelled %s", why, c.opts.Label)

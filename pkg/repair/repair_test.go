@@ -298,6 +298,8 @@ func TestLabelPolicy(t *testing.T) {
 	eventually(t, "marker labelled (the queue moved past the update)", func() bool {
 		return getPod(t, env.Client, ns, "marker").Labels["example.com/unmeshed"] == "yes"
 	})
+	// OnAttempt runs after the patch returns: the label can be seen first.
+	eventually(t, "marker's attempt counted", func() bool { return a.count(Repaired) >= 2 })
 	if n := a.count(Repaired); n != 2 {
 		t.Fatalf("label attempts: %d, want 2 (%v)", n, a.list)
 	}

@@ -136,3 +136,47 @@ func (e *Env) BindClusterRole(t testing.TB, ns, sa string, rules []rbacv1.Policy
 		_ = e.Client.RbacV1().ClusterRoles().Delete(ctx, role.Name, metav1.DeleteOptions{})
 	})
 }
+
+// PodClient returns a client for service account ns/sa with a token bound
+// to a pod of that account on node, as the kubelet's projected token is: the
+// API server puts the node's name in the token
+// (authentication.kubernetes.io/node-name in the user's extra), which is
+// what admission policies match a node agent on. The node must exist
+// (Node); the pod (no kubelet runs it) is created and removed at the end.
+func (e *Env) PodClient(t testing.TB, ns, sa, pod, node string) (*rest.Config, kubernetes.Interface) {
+	t.Helper()
+	ctx := context.Background()
+	if err := e.ensureServiceAccount(ctx, ns, sa); err != nil {
+		t.Fatal(err)
+	}
+	p, err := e.Client.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: pod},
+		Spec: corev1.PodSpec{
+			NodeName: node, ServiceAccountName: sa,
+			Containers: []corev1.Container{{Name: "agent", Image: "agent:1"}},
+		},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("create pod %s/%s: %v", ns, pod, err)
+	}
+	t.Cleanup(func() {
+		zero := int64(0)
+		_ = e.Client.CoreV1().Pods(ns).Delete(context.Background(), pod, metav1.DeleteOptions{GracePeriodSeconds: &zero})
+	})
+	secs := int64(3600)
+	tr, err := e.Client.CoreV1().ServiceAccounts(ns).CreateToken(ctx, sa, &authv1.TokenRequest{
+		Spec: authv1.TokenRequestSpec{
+			ExpirationSeconds: &secs,
+			BoundObjectRef:    &authv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: p.Name, UID: p.UID},
+		},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("token request for %s/%s bound to pod %s: %v", ns, sa, pod, err)
+	}
+	cfg := e.TokenConfig(tr.Status.Token)
+	c, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg, c
+}

@@ -26,6 +26,17 @@ Names and labels.
 {{- end }}
 {{- end }}
 
+{{/* host:port for a listen address; IPv6 bracketed, "" = every address. */}}
+{{- define "mesh-cni.hostPort" -}}
+{{- $h := index . 0 | toString }}{{- $p := index . 1 }}
+{{- if contains ":" $h }}[{{ $h }}]:{{ $p }}{{ else }}{{ $h }}:{{ $p }}{{ end }}
+{{- end }}
+
+{{/* The plugin's own ServiceAccount: get pods, nothing else. */}}
+{{- define "mesh-cni.pluginServiceAccountName" -}}
+{{- default (printf "%s-plugin" (include "mesh-cni.fullname" .) | trunc 63 | trimSuffix "-") .Values.pluginServiceAccount.name }}
+{{- end }}
+
 {{/* Selector labels: only name and instance, so they never change on upgrade. */}}
 {{- define "mesh-cni.selectorLabels" -}}
 app.kubernetes.io/name: {{ include "mesh-cni.name" . }}
