@@ -15,7 +15,7 @@ const ScaleEnv = "MESH_CNI_TEST_TIMEOUT_SCALE"
 
 // DefaultTimeout is how long a test waits for an event that should come in
 // well under a second: a margin for a loaded machine, not a speed limit.
-const DefaultTimeout = 30 * time.Second
+const DefaultTimeout = time.Minute
 
 // Scale returns d times the factor in ScaleEnv (1 when unset or invalid).
 func Scale(d time.Duration) time.Duration {
