@@ -97,27 +97,6 @@ func TestKill9DuringWrites(t *testing.T) {
 			cfg.Log = nil
 			raw, _ := json.Marshal(cfg)
 
-			// A reader that checks the dir continuously while the agent runs
-			// and gets killed, as a runtime loading the config would.
-			stop := make(chan struct{})
-			var checks atomic.Int64
-			var wg sync.WaitGroup
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for {
-					select {
-					case <-stop:
-						return
-					default:
-					}
-					if _, err := checkConfDir(e.conf); err != nil {
-						t.Error(err)
-						return
-					}
-					checks.Add(1)
-				}
-			}()
 			var cmd *exec.Cmd
 			start := func() {
 				cmd = exec.Command(os.Args[0], "-test.run=^$")
@@ -139,6 +118,27 @@ func TestKill9DuringWrites(t *testing.T) {
 				}
 			})
 			t.Logf("kill moments swept over %v", window)
+			// A reader that checks the dir continuously while the agent runs
+			// and gets killed, as a runtime loading the config would.
+			stop := make(chan struct{})
+			var checks atomic.Int64
+			var wg sync.WaitGroup
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+					if _, err := checkConfDir(e.conf); err != nil {
+						t.Error(err)
+						return
+					}
+					checks.Add(1)
+				}
+			}()
 			rng := rand.New(rand.NewSource(1))
 			kills, chainedAfterKill := 0, 0
 			for i := 0; i < 150 && !t.Failed(); i++ {
