@@ -18,6 +18,8 @@ import (
 	"sigs.k8s.io/kustomize/api/krusty"
 	"sigs.k8s.io/kustomize/api/types"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
+
+	"github.com/mesh-cni/mesh-cni/pkg/testenv"
 )
 
 const (
@@ -103,7 +105,7 @@ func waitDaemonSetReady(ctx context.Context, cs kubernetes.Interface, timeout ti
 		g.Expect(ds.Status.DesiredNumberScheduled).To(BeEquivalentTo(len(nodes.Items)))
 		g.Expect(ds.Status.NumberReady).To(Equal(ds.Status.DesiredNumberScheduled))
 		g.Expect(ds.Status.UpdatedNumberScheduled).To(Equal(ds.Status.DesiredNumberScheduled))
-	}).WithTimeout(timeout).WithPolling(2 * time.Second).Should(Succeed())
+	}).WithTimeout(testenv.Scale(timeout)).WithPolling(2 * time.Second).Should(Succeed())
 }
 
 func clientFor(kubeconfig string) *kubernetes.Clientset {

@@ -15,6 +15,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/kind/pkg/cluster/nodes"
+
+	"github.com/mesh-cni/mesh-cni/pkg/testenv"
 )
 
 const confDir = "/etc/cni/net.d"
@@ -95,7 +97,7 @@ var _ = Describe("primary CNI rewrites its conflist", Serial, Ordered, Label("re
 		Eventually(ctx, func() []string {
 			_, c := primaryConf(node)
 			return pluginTypes(c)
-		}).WithTimeout(90 * time.Second).WithPolling(500 * time.Millisecond).Should(ContainElement("mesh-cni"))
+		}).WithTimeout(testenv.Scale(90 * time.Second)).WithPolling(500 * time.Millisecond).Should(ContainElement("mesh-cni"))
 
 		ns := newNamespace(ctx, "e2e-rewrite")
 		got := startPods(ctx, ns, plainPod("peer", b), meshedPod("client", a, linkerd, nil))
@@ -182,7 +184,7 @@ var _ = Describe("uninstall", Serial, Ordered, Label("uninstall"), func() {
 		Eventually(ctx, func() []string {
 			_, c := primaryConf(node)
 			return pluginTypes(c)
-		}).WithTimeout(2 * time.Minute).WithPolling(time.Second).ShouldNot(ContainElement("mesh-cni"))
+		}).WithTimeout(testenv.Scale(2 * time.Minute)).WithPolling(time.Second).ShouldNot(ContainElement("mesh-cni"))
 		p2, restored := primaryConf(node)
 		Expect(p2).To(Equal(path))
 		Expect(pluginTypes(restored)).To(Equal(withoutMesh(pluginTypes(chained))))
@@ -231,7 +233,7 @@ func uninstall(ctx context.Context) {
 			}
 		}
 		return n
-	}).WithTimeout(3 * time.Minute).WithPolling(2 * time.Second).Should(BeZero())
+	}).WithTimeout(testenv.Scale(3 * time.Minute)).WithPolling(2 * time.Second).Should(BeZero())
 }
 
 func reinstall(ctx context.Context) {

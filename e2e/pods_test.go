@@ -17,6 +17,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+
+	"github.com/mesh-cni/mesh-cni/pkg/testenv"
 )
 
 // Mesh contracts the suite plays: the proxy container's name, UID and ports
@@ -161,7 +163,7 @@ func waitRunning(ctx context.Context, ns, name string) *corev1.Pod {
 		for _, cs := range pod.Status.ContainerStatuses {
 			g.Expect(cs.Ready).To(BeTrue(), "container %s of %s", cs.Name, name)
 		}
-	}).WithTimeout(2 * time.Minute).WithPolling(time.Second).Should(Succeed())
+	}).WithTimeout(testenv.Scale(2 * time.Minute)).WithPolling(time.Second).Should(Succeed())
 	return pod
 }
 
@@ -202,7 +204,7 @@ func mustConnect(ns, pod, container, ip string, port int) record {
 		var err error
 		r, err = connect(ns, pod, container, ip, port)
 		return err
-	}).WithTimeout(30 * time.Second).WithPolling(time.Second).Should(Succeed())
+	}).WithTimeout(testenv.Scale(30 * time.Second)).WithPolling(time.Second).Should(Succeed())
 	return r
 }
 

@@ -11,6 +11,8 @@ import (
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/mesh-cni/mesh-cni/pkg/testenv"
 )
 
 const startupTaint = "mesh-cni.io/not-ready"
@@ -52,7 +54,7 @@ var _ = Describe("agent not ready yet", Serial, Ordered, Label("race"), func() {
 
 		By("waiting for the agent to clear the taint")
 		Eventually(ctx, func() bool { return hasTaint(ctx, a) }).
-			WithTimeout(3 * time.Minute).WithPolling(time.Second).Should(BeFalse())
+			WithTimeout(testenv.Scale(3 * time.Minute)).WithPolling(time.Second).Should(BeFalse())
 		for _, n := range names {
 			waitRunning(ctx, ns, n)
 			Expect(meshedOutbound(ns, n, peer.Status.PodIP)).To(BeTrue(), "pod %s started unmeshed", n)
@@ -95,5 +97,5 @@ func setTaint(ctx context.Context, node string, on bool) {
 		n.Spec.Taints = taints
 		_, err = client.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{})
 		return err
-	}).WithTimeout(30 * time.Second).WithPolling(time.Second).Should(Succeed())
+	}).WithTimeout(testenv.Scale(30 * time.Second)).WithPolling(time.Second).Should(Succeed())
 }

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/containernetworking/cni/libcni"
+
+	"github.com/mesh-cni/mesh-cni/pkg/testenv"
 )
 
 // TestKill9RealAgent kills the real agent binary with SIGKILL at random
@@ -33,11 +35,9 @@ func TestKill9RealAgent(t *testing.T) {
 	primaryPlugins(t, filepath.Join(root, "bin"), orig)
 	os.WriteFile(filepath.Join(root, "img/mesh-cni"), []byte("plugin"), 0o755)
 	os.WriteFile(filepath.Join(root, "img/plugin.json"), []byte(`{"type":"mesh-cni"}`), 0o644)
-	rng := rand.New(rand.NewSource(2))
-	chained := 0
-	const kills = 100
-	for i := 0; i < kills; i++ {
-		cmd := exec.Command(bin, "--cni-bin-dir", filepath.Join(root, "bin"), "--cni-conf-dir", conf,
+	var cmd *exec.Cmd
+	start := func() {
+		cmd = exec.Command(bin, "--cni-bin-dir", filepath.Join(root, "bin"), "--cni-conf-dir", conf,
 			"--state-dir", filepath.Join(root, "state"), "--run-dir", filepath.Join(root, "run"),
 			"--plugin-config", filepath.Join(root, "img/plugin.json"), "--plugin-binary", filepath.Join(root, "img/mesh-cni"),
 			"--probe-addr", "127.0.0.1:0", "--metrics-addr", "127.0.0.1:0", "--log-level=error")
@@ -45,17 +45,47 @@ func TestKill9RealAgent(t *testing.T) {
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
+	}
+	kill := func() {
+		cmd.Process.Signal(syscall.SIGKILL)
+		cmd.Wait()
+	}
+	chainedNow := func() bool {
+		ents, _ := os.ReadDir(conf)
+		for _, e := range ents {
+			data, _ := os.ReadFile(filepath.Join(conf, e.Name()))
+			if bytes.Contains(data, []byte(`"mesh-cni"`)) {
+				return true
+			}
+		}
+		return false
+	}
+	reset := func() {
+		os.RemoveAll(conf)
+		os.RemoveAll(filepath.Join(root, "state"))
+		os.MkdirAll(conf, 0o755)
+		os.WriteFile(filepath.Join(conf, "10-crio-bridge.conf"), orig, 0o644)
+	}
+	// How long start-up, conversion and chaining take here (a slow or busy
+	// machine needs several times longer): the kills sweep twice that.
+	window := testenv.KillWindow(t, 5, start, chainedNow, func() { kill(); reset() })
+	t.Logf("kill moments swept over %v", window)
+
+	rng := rand.New(rand.NewSource(2))
+	chained := 0
+	const kills = 100
+	for i := 0; i < kills; i++ {
+		start()
 		if i%4 == 0 {
 			// The primary writes its .conf again (atomically).
 			tmp := filepath.Join(conf, ".crio-tmp")
 			os.WriteFile(tmp, orig, 0o644)
 			os.Rename(tmp, filepath.Join(conf, "10-crio-bridge.conf"))
 		}
-		// Sweep the kill moment over the agent's first 40 ms (start-up,
-		// conversion, chaining take a few ms), jittered.
-		time.Sleep(time.Duration(i%20)*2*time.Millisecond + time.Duration(rng.Intn(2000))*time.Microsecond)
-		cmd.Process.Signal(syscall.SIGKILL)
-		cmd.Wait()
+		// Sweep the kill moment over the window, jittered.
+		step := window / 20
+		time.Sleep(time.Duration(i%20)*step + time.Duration(rng.Int63n(int64(step)+1)))
+		kill()
 
 		ents, _ := os.ReadDir(conf)
 		networks := 0
@@ -93,5 +123,5 @@ func TestKill9RealAgent(t *testing.T) {
 	if chained == 0 {
 		t.Fatal("no kill came after the agent's write: the kills did not exercise it")
 	}
-	t.Logf("%d kills, chained config seen after %d", kills, chained)
+	t.Logf("%d kills over %v, chained config seen after %d", kills, window, chained)
 }

@@ -211,7 +211,7 @@ func TestDecide(t *testing.T) {
 
 func waitFor(t *testing.T, ok func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(testenv.Timeout())
 	for !ok() {
 		if time.Now().After(deadline) {
 			t.Fatal("timed out")

@@ -18,6 +18,8 @@ import (
 	"github.com/containernetworking/plugins/pkg/testutils"
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
+
+	"github.com/mesh-cni/mesh-cni/pkg/testenv"
 )
 
 // Addresses of the test topology, all in benchmark/documentation ranges:
@@ -201,13 +203,13 @@ func (tp *topo) start(t testing.TB, n ns.NetNS, uid uint32, args ...string) {
 		t.Fatalf("start testproxy %v: %v", args, err)
 	}
 	tp.procs = append(tp.procs, cmd)
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(testenv.Timeout())
 	for {
 		if _, err := os.Stat(ready); err == nil {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("testproxy %v did not start", args)
+			t.Fatalf("testproxy %v did not start within %v", args, testenv.Timeout())
 		}
 		time.Sleep(5 * time.Millisecond)
 	}

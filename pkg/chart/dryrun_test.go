@@ -94,7 +94,7 @@ func (c *apiClient) installCRDs(t *testing.T) {
 		if err != nil && !apierrors.IsAlreadyExists(err) {
 			t.Fatalf("CRD %s: %v", o.Name, err)
 		}
-		deadline := time.Now().Add(30 * time.Second)
+		deadline := time.Now().Add(testenv.Timeout())
 		for {
 			u, err := c.dyn.Resource(gvr).Get(ctx, o.Name, metav1.GetOptions{})
 			if err == nil && established(u) {

@@ -16,6 +16,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/mesh-cni/mesh-cni/pkg/testenv"
 )
 
 const childEnv = "MESH_CNI_TEST_INSTALL_CHILD"
@@ -95,6 +97,27 @@ func TestKill9DuringWrites(t *testing.T) {
 			cfg.Log = nil
 			raw, _ := json.Marshal(cfg)
 
+			var cmd *exec.Cmd
+			start := func() {
+				cmd = exec.Command(os.Args[0], "-test.run=^$")
+				cmd.Env = append(os.Environ(), childEnv+"="+string(raw))
+				if err := cmd.Start(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			kill := func() {
+				cmd.Process.Signal(syscall.SIGKILL)
+				cmd.Wait()
+			}
+			// How long the child takes to start and chain here: the kills
+			// sweep twice that, however slow or busy the machine is.
+			window := testenv.KillWindow(t, 5, start, func() bool { return primaryChained(t, e.conf) }, func() {
+				kill()
+				if err := e.in.Uninstall(); err != nil {
+					t.Fatal(err)
+				}
+			})
+			t.Logf("kill moments swept over %v", window)
 			// A reader that checks the dir continuously while the agent runs
 			// and gets killed, as a runtime loading the config would.
 			stop := make(chan struct{})
@@ -119,18 +142,13 @@ func TestKill9DuringWrites(t *testing.T) {
 			rng := rand.New(rand.NewSource(1))
 			kills, chainedAfterKill := 0, 0
 			for i := 0; i < 150 && !t.Failed(); i++ {
-				cmd := exec.Command(os.Args[0], "-test.run=^$")
-				cmd.Env = append(os.Environ(), childEnv+"="+string(raw))
-				if err := cmd.Start(); err != nil {
-					t.Fatal(err)
-				}
+				start()
 				// The primary rewrites its own file while we work.
 				if i%3 == 0 {
 					writeLikePrimary(t, filepath.Join(e.conf, tc.file), orig, false)
 				}
-				time.Sleep(time.Duration(rng.Intn(30000)) * time.Microsecond)
-				cmd.Process.Signal(syscall.SIGKILL)
-				cmd.Wait()
+				time.Sleep(time.Duration(rng.Int63n(int64(window) + 1)))
+				kill()
 				kills++
 				if _, err := checkConfDir(e.conf); err != nil {
 					t.Fatalf("after kill %d: %v", i, err)
@@ -163,7 +181,7 @@ func TestKill9DuringWrites(t *testing.T) {
 			if got := e.read(t, tc.file); string(got) != string(orig) {
 				t.Errorf("not restored:\n%s", got)
 			}
-			t.Logf("%d kills (%d after our write), %d concurrent checks", kills, chainedAfterKill, checks.Load())
+			t.Logf("%d kills over %v (%d after our write), %d concurrent checks", kills, window, chainedAfterKill, checks.Load())
 		})
 	}
 }

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mesh-cni/mesh-cni/pkg/testenv"
+
 	"github.com/fsnotify/fsnotify"
 )
 
@@ -128,7 +130,7 @@ func TestWatch1000Rewrites(t *testing.T) {
 	const n = 1000
 	for i := 0; i < n; i++ {
 		writeLikePrimary(t, path, orig, i%2 == 1)
-		deadline := time.Now().Add(5 * time.Second)
+		deadline := time.Now().Add(testenv.Timeout())
 		for {
 			cur, err := os.ReadFile(path)
 			if err != nil {
@@ -141,7 +143,7 @@ func TestWatch1000Rewrites(t *testing.T) {
 				break
 			}
 			if time.Now().After(deadline) {
-				t.Fatalf("rewrite %d: not chained again within 5s", i)
+				t.Fatalf("rewrite %d: not chained again within %v", i, testenv.Timeout())
 			}
 			select {
 			case <-w.Events:

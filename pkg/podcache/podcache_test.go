@@ -290,7 +290,7 @@ func TestListenRefusesNonSocket(t *testing.T) {
 
 func waitUntil(t *testing.T, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(testenv.Timeout())
 	for !cond() {
 		if time.Now().After(deadline) {
 			t.Fatal(fmt.Errorf("condition not met within 30s"))

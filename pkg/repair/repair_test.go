@@ -146,7 +146,7 @@ func hasEvent(t *testing.T, c kubernetes.Interface, ns, pod, reason string) bool
 
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(45 * time.Second)
+	deadline := time.Now().Add(testenv.Timeout())
 	for !cond() {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out waiting for: %s", what)

@@ -1,0 +1,85 @@
+package testenv
+
+import (
+	"fmt"
+	"os"
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+)
+
+// ScaleEnv multiplies every test timeout taken from this package, for
+// machines slower or busier than usual (e.g. MESH_CNI_TEST_TIMEOUT_SCALE=3).
+const ScaleEnv = "MESH_CNI_TEST_TIMEOUT_SCALE"
+
+// DefaultTimeout is how long a test waits for an event that should come in
+// well under a second: a margin for a loaded machine, not a speed limit.
+const DefaultTimeout = time.Minute
+
+// Scale returns d times the factor in ScaleEnv (1 when unset or invalid).
+func Scale(d time.Duration) time.Duration {
+	f, err := strconv.ParseFloat(os.Getenv(ScaleEnv), 64)
+	if err != nil || f <= 0 {
+		return d
+	}
+	return time.Duration(float64(d) * f)
+}
+
+// Timeout is DefaultTimeout, scaled.
+func Timeout() time.Duration { return Scale(DefaultTimeout) }
+
+// Eventually polls cond until it returns nil, and fails the test with its
+// last error after Timeout().
+func Eventually(t testing.TB, what string, cond func() error) {
+	t.Helper()
+	if err := WaitFor(Timeout(), cond); err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+}
+
+// WaitFor polls cond until it returns nil or timeout passes; it returns the
+// last error then.
+func WaitFor(timeout time.Duration, cond func() error) error {
+	deadline := time.Now().Add(timeout)
+	for wait := time.Millisecond; ; {
+		err := cond()
+		if err == nil {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("not after %v: %w", timeout, err)
+		}
+		time.Sleep(wait)
+		if wait < 100*time.Millisecond {
+			wait *= 2
+		}
+	}
+}
+
+// KillWindow measures how long the work started by start takes on this
+// machine until done reports true, over runs unkilled runs, and returns a
+// window to sweep kill moments over: twice the median run, so kills land
+// before, during and after the work however fast the machine is (the
+// median, so one stalled run does not stretch the sweep). stop ends a run
+// and undoes its work.
+func KillWindow(t testing.TB, runs int, start func(), done func() bool, stop func()) time.Duration {
+	t.Helper()
+	took := make([]time.Duration, 0, runs)
+	for i := 0; i < runs; i++ {
+		t0 := time.Now()
+		start()
+		deadline := t0.Add(Timeout())
+		for !done() {
+			if time.Now().After(deadline) {
+				stop()
+				t.Fatalf("unkilled run %d: work not done after %v", i, Timeout())
+			}
+			time.Sleep(100 * time.Microsecond)
+		}
+		took = append(took, time.Since(t0))
+		stop()
+	}
+	slices.Sort(took)
+	return 2 * took[len(took)/2]
+}
