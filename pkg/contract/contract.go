@@ -24,6 +24,7 @@ const ImageIDsAnnotation = "contract.mesh-cni.io/image-ids"
 type Identity struct {
 	UID, GID  int64
 	UIDPinned bool // from the spec, not the image
+	GIDPinned bool
 }
 
 // Effective is a container's identity as the kubelet gives it: the
@@ -38,7 +39,7 @@ func Effective(p *mesh.APIPod, c mesh.APIContainer, image Identity) Identity {
 			id.UID, id.UIDPinned = *sc.RunAsUser, true
 		}
 		if sc.RunAsGroup != nil {
-			id.GID = *sc.RunAsGroup
+			id.GID, id.GIDPinned = *sc.RunAsGroup, true
 		}
 	}
 	return id
@@ -106,6 +107,13 @@ func Check(meshes map[string]mesh.Config, p *mesh.APIPod, image map[string]Ident
 		}
 		uids, gids := Exempt(rules.Generate(*d.Spec))
 		proxy := meshes[d.Mesh].WithDefaults(d.Mesh).Sidecar
+		rootProxy := false
+		for _, c := range append(append([]mesh.APIContainer{}, p.Spec.InitContainers...), p.Spec.Containers...) {
+			if c.Name == proxy {
+				id := Effective(p, c, image[c.Name])
+				rootProxy = id.UIDPinned && id.UID == 0
+			}
+		}
 		for _, c := range append(append([]mesh.APIContainer{}, p.Spec.InitContainers...), p.Spec.Containers...) {
 			if c.Name == proxy || mesh.MeshOwned(c.Name) {
 				continue
@@ -114,7 +122,10 @@ func Check(meshes map[string]mesh.Config, p *mesh.APIPod, image map[string]Ident
 			if pod.SpecKnown && id.UIDPinned && uids[uint32(id.UID)] {
 				errs = append(errs, fmt.Errorf("spec known: container %s uid %d is exempt", c.Name, id.UID))
 			}
-			if gids[uint32(id.GID)] {
+			// The one assumption (pkg/mesh/README.md): a root proxy has
+			// only its group to exempt, and an app group the spec does not
+			// pin is taken to differ from it.
+			if gids[uint32(id.GID)] && !(pod.SpecKnown && rootProxy && !id.GIDPinned) {
 				errs = append(errs, fmt.Errorf("spec known %v: container %s gid %d is exempt", pod.SpecKnown, c.Name, id.GID))
 			}
 		}

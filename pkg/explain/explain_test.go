@@ -95,10 +95,17 @@ func TestWorkloadManifest(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errs)
 	}
-	// Annotations decide for istio: the DNS env is not read (mesh-wide
-	// capture belongs in the chain entry), the inbound port list is.
-	expect(t, out, "pod: bookinfo/reviews-<pod>", "decision: redirect (mesh istio)", "ports 9080,", "--dport 9080")
-	reject(t, out, "dns:")
+	// By default istio pods are judged from the spec: the proxy's DNS env
+	// (a mesh-wide capture) counts, and so does the inbound port list.
+	expect(t, out, "pod: bookinfo/reviews-<pod>", "annotations alone: cannot decide", "decision: redirect (mesh istio)",
+		"ports 9080,", "--dport 9080", "dns:               tcp/udp 53 to port 15053")
+	// Trusting the annotations, the env is not seen.
+	code, out, _ = run(t, "--pod", "testdata/istio-deployment.yaml", "--profile", "istio", "--mesh-config", `{"trustAnnotations": true}`)
+	if code != 0 {
+		t.Fatal(out)
+	}
+	expect(t, out, "decision: redirect (mesh istio)")
+	reject(t, out, "annotations alone: cannot decide")
 	code, out, _ = run(t, "--pod", "testdata/istio-deployment.yaml", "--profile", "istio", "--mesh-config", `{"trustAnnotations": false}`)
 	if code != 0 {
 		t.Fatal(out)

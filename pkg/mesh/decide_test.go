@@ -14,6 +14,14 @@ func defaultMeshes() map[string]Config {
 	return map[string]Config{Linkerd: {}, Istio: {}, Custom: {Enabled: ptr(false)}}
 }
 
+// trustedIstio is defaultMeshes with Istio deciding from annotations alone,
+// for the tests of what the annotations say.
+func trustedIstio() map[string]Config {
+	m := defaultMeshes()
+	m[Istio] = Config{TrustAnnotations: ptr(true)}
+	return m
+}
+
 const istioStatusSidecar = `{"initContainers":["istio-validation"],"containers":["istio-proxy"],"volumes":["istio-envoy"],"imagePullSecrets":null,"revision":"default"}`
 
 func istioPod(ann map[string]string) Pod {
@@ -61,8 +69,9 @@ func TestDecide(t *testing.T) {
 		{"linkerd inject disabled", defaultMeshes(), Pod{Annotations: map[string]string{LinkerdInject: "disabled"}}, false, Linkerd, ReasonInjectDisabled, false},
 		{"linkerd disabled in config", map[string]Config{Linkerd: {Enabled: ptr(false)}}, linkerdSpecPod(nil), false, "", ReasonNoSidecar, false},
 
-		{"istio status", defaultMeshes(), istioPod(nil), true, Istio, ReasonMeshed, false},
-		{"istio native sidecar status", defaultMeshes(), istioPod(map[string]string{IstioStatus: `{"initContainers":["istio-validation","istio-proxy"]}`}), true, Istio, ReasonMeshed, false},
+		{"istio status: the spec has the proxy's identity", defaultMeshes(), istioPod(nil), false, Istio, ReasonNeedSpec, true},
+		{"istio status, trusted", trustedIstio(), istioPod(nil), true, Istio, ReasonMeshed, false},
+		{"istio native sidecar status, trusted", trustedIstio(), istioPod(map[string]string{IstioStatus: `{"initContainers":["istio-validation","istio-proxy"]}`}), true, Istio, ReasonMeshed, false},
 		{"istio-init mode", defaultMeshes(), istioPod(map[string]string{IstioStatus: `{"initContainers":["istio-init"],"containers":["istio-proxy"]}`}), false, Istio, ReasonInitContainerMode, false},
 		{"istio status without proxy", defaultMeshes(), istioPod(map[string]string{IstioStatus: `{"containers":[]}`}), false, Istio, ReasonNoSidecar, false},
 		{"istio status garbage", defaultMeshes(), istioPod(map[string]string{IstioStatus: `{`}), false, Istio, ReasonNeedSpec, true},
@@ -204,13 +213,13 @@ func TestLinkerdSpec(t *testing.T) {
 }
 
 func TestIstioSpec(t *testing.T) {
-	s := spec(t, defaultMeshes(), istioPod(nil), rules.IPv4, rules.IPv6)
+	s := spec(t, trustedIstio(), istioPod(nil), rules.IPv4, rules.IPv6)
 	if s.ProxyUID != 1337 || s.ProxyGID != nil || s.InboundPort != 15006 || s.OutboundPort != 15001 || s.TunnelPort != 15008 ||
 		!s.LoopbackToInbound || s.Mode != rules.Redirect || s.CaptureDNS || s.IncludeSubnets != nil || s.InboundPorts != nil ||
-		!reflect.DeepEqual(s.IgnoreInbound, ports(t, "15020,15021,15090")) {
+		!reflect.DeepEqual(s.IgnoreInbound, ports(t, "15020,15021,15090")) || !reflect.DeepEqual(s.IgnoreOutbound, ports(t, "15020")) {
 		t.Errorf("default istio spec: %+v", *s)
 	}
-	s = spec(t, defaultMeshes(), istioPod(map[string]string{
+	s = spec(t, trustedIstio(), istioPod(map[string]string{
 		IstioInterceptionMode:      "TPROXY",
 		IstioIncludeOutboundRanges: "10.0.0.0/8,fd00::/8",
 		IstioExcludeOutboundRanges: "10.1.0.0/16",
@@ -242,11 +251,11 @@ func TestIstioSpec(t *testing.T) {
 		}
 	}
 
-	s = spec(t, defaultMeshes(), istioPod(map[string]string{IstioIncludeInboundPorts: "", IstioIncludeOutboundRanges: "", IstioIncludeOutboundPorts: "3306"}))
+	s = spec(t, trustedIstio(), istioPod(map[string]string{IstioIncludeInboundPorts: "", IstioIncludeOutboundRanges: "", IstioIncludeOutboundPorts: "3306"}))
 	if s.InboundPorts == nil || len(s.InboundPorts) != 0 || s.IncludeSubnets == nil || len(s.IncludeSubnets) != 0 {
 		t.Errorf(`"" means none, not all: %+v`, *s)
 	}
-	s = spec(t, defaultMeshes(), istioPod(map[string]string{IstioIncludeInboundPorts: "*", IstioIncludeOutboundRanges: "*"}))
+	s = spec(t, trustedIstio(), istioPod(map[string]string{IstioIncludeInboundPorts: "*", IstioIncludeOutboundRanges: "*"}))
 	if s.InboundPorts != nil || s.IncludeSubnets != nil {
 		t.Errorf(`"*" means all: %+v`, *s)
 	}
@@ -261,7 +270,7 @@ func TestIstioSpec(t *testing.T) {
 		t.Errorf("spec-known istio: uid=%d gid=%d dns=%v", s.ProxyUID, *s.ProxyGID, s.CaptureDNS)
 	}
 	// Config default for DNS capture, mesh-wide.
-	s = spec(t, map[string]Config{Istio: {CaptureDNS: ptr(true)}}, istioPod(nil))
+	s = spec(t, map[string]Config{Istio: {CaptureDNS: ptr(true), TrustAnnotations: ptr(true)}}, istioPod(nil))
 	if !s.CaptureDNS || s.DNSPort != 15053 {
 		t.Errorf("mesh-wide DNS capture: %+v", *s)
 	}
@@ -291,7 +300,7 @@ func TestBadAnnotations(t *testing.T) {
 		{istioPod(map[string]string{IstioProxyConfig: "proxyMetadata: {ISTIO_META_DNS_CAPTURE: maybe}"}), `ISTIO_META_DNS_CAPTURE="maybe" is not a boolean`},
 	}
 	for _, c := range cases {
-		_, err := Decide(defaultMeshes(), c.pod, nil)
+		_, err := Decide(trustedIstio(), c.pod, nil)
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("error %v, want it to contain %q", err, c.want)
 		}

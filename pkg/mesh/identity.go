@@ -16,12 +16,18 @@ func MeshOwned(name string) bool { return meshOwned[name] }
 
 // IdentityError: an app container runs as the proxy's UID, so its
 // traffic would bypass the proxy. ADD fails for that pod.
+// With Group set, the container pins the group of a root proxy, whose only
+// exempt identity that group is.
 type IdentityError struct {
 	Container string
 	UID       uint32
+	Group     *uint32
 }
 
 func (e *IdentityError) Error() string {
+	if e.Group != nil {
+		return fmt.Sprintf("container %s runs with group %d, the group of the proxy, which runs as root and has no other exempt identity: pin another runAsGroup on %s", e.Container, *e.Group, e.Container)
+	}
 	return fmt.Sprintf("container %s runs as uid %d, the proxy's exempt uid: its traffic would bypass the proxy", e.Container, e.UID)
 }
 
@@ -46,6 +52,11 @@ func proxyIdentity(s *rules.Spec, pod Pod, proxy *Container) (string, error) {
 	if id, ok := validID(proxy.RunAsGroup); ok {
 		s.ProxyGID = &id
 	}
+	// A root proxy (Istio's TPROXY mode) has no UID to exempt: its group is
+	// the only identity that keeps its traffic from looping, so an app
+	// group that is not pinned is assumed to differ rather than breaking
+	// the pod; a pinned equal one still drops it.
+	root := proxy.RunAsUser != nil && *proxy.RunAsUser == 0
 	note := ""
 	for _, list := range [][]Container{pod.InitContainers, pod.Containers} {
 		for i := range list {
@@ -60,9 +71,11 @@ func proxyIdentity(s *rules.Spec, pod Pod, proxy *Container) (string, error) {
 				continue
 			}
 			switch {
-			case c.RunAsGroup == nil:
+			case c.RunAsGroup == nil && !root:
 				note = fmt.Sprintf("gid %d not exempt: container %s's group is not pinned (image default)", *s.ProxyGID, c.Name)
-			case *c.RunAsGroup == int64(*s.ProxyGID):
+			case c.RunAsGroup != nil && *c.RunAsGroup == int64(*s.ProxyGID) && root:
+				return "", &IdentityError{Container: c.Name, Group: s.ProxyGID}
+			case c.RunAsGroup != nil && *c.RunAsGroup == int64(*s.ProxyGID):
 				note = fmt.Sprintf("gid %d not exempt: shared with container %s", *s.ProxyGID, c.Name)
 			}
 		}

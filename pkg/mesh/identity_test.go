@@ -79,7 +79,10 @@ func TestAppWithProxyUID(t *testing.T) {
 // Istio with annotations alone: the proxy may not run as 1337 (OpenShift),
 // so no GID is assumed exempt; with the spec, its runAsUser decides.
 func TestIstioIdentityFromSpec(t *testing.T) {
-	d, err := Decide(defaultMeshes(), istioPod(nil), nil)
+	if d, err := Decide(defaultMeshes(), istioPod(nil), nil); err != nil || !d.NeedSpec {
+		t.Fatalf("by default istio's identity comes from the spec: %+v %v", d, err)
+	}
+	d, err := Decide(trustedIstio(), istioPod(nil), nil)
 	if err != nil || !d.Meshed || d.Spec.ProxyGID != nil {
 		t.Fatalf("annotations alone must not exempt a gid: %+v %v", d, err)
 	}
@@ -92,5 +95,22 @@ func TestIstioIdentityFromSpec(t *testing.T) {
 	s := spec(t, defaultMeshes(), p, rules.IPv4)
 	if s.ProxyUID != uint32(uid+1) || s.ProxyGID == nil || *s.ProxyGID != uint32(uid+1) {
 		t.Errorf("istio proxy identity: %d/%v", s.ProxyUID, s.ProxyGID)
+	}
+}
+
+// A root proxy (Istio TPROXY) keeps its group exempt when app groups are
+// not pinned, and refuses a pod whose app pins the same group.
+func TestRootProxyGroup(t *testing.T) {
+	p := istioPod(nil)
+	p.SpecKnown = true
+	p.Containers = []Container{{Name: "app"},
+		{Name: "istio-proxy", Args: []string{"proxy", "sidecar"}, RunAsUser: ptr(int64(0)), RunAsGroup: ptr(int64(1337))}}
+	s := spec(t, defaultMeshes(), p, rules.IPv4)
+	if s.ProxyGID == nil || *s.ProxyGID != 1337 {
+		t.Fatalf("root proxy's group must stay exempt: %v", s.ProxyGID)
+	}
+	p.Containers[0].RunAsGroup = ptr(int64(1337))
+	if _, err := Decide(defaultMeshes(), p, nil); err == nil || !strings.Contains(err.Error(), "container app runs with group 1337") {
+		t.Fatalf("an app pinning the root proxy's group must fail ADD, got %v", err)
 	}
 }

@@ -32,19 +32,25 @@ func Defaults(name string) (Config, error) {
 		}, nil
 	case Istio:
 		return Config{
-			Enabled:           ptr(true),
-			Sidecar:           "istio-proxy",
-			ProxyUID:          ptr(int64(1337)),
-			ProxyGID:          ptr(int64(1337)),
-			InboundPort:       15006,
-			OutboundPort:      15001,
-			TunnelPort:        15008,
-			DNSPort:           15053,
-			IgnoreInbound:     []string{"15020", "15021", "15090"},
+			Enabled:       ptr(true),
+			Sidecar:       "istio-proxy",
+			ProxyUID:      ptr(int64(1337)),
+			ProxyGID:      ptr(int64(1337)),
+			InboundPort:   15006,
+			OutboundPort:  15001,
+			TunnelPort:    15008,
+			DNSPort:       15053,
+			IgnoreInbound: []string{"15020", "15021", "15090"},
+			// Istio's CNI plugin: excludeOutboundPorts defaults to the
+			// status port (cni/pkg/plugin/sidecar_redirect.go).
+			IgnoreOutbound:    []string{"15020"},
 			InterceptionMode:  string(rules.Redirect),
 			CaptureDNS:        ptr(false),
 			LoopbackToInbound: ptr(true),
-			TrustAnnotations:  ptr(true),
+			// The proxy's UID (an explicit runAsUser is kept by the
+			// injector; OpenShift assigns one) and a mesh-wide DNS
+			// capture (proxy env) are in the spec only.
+			TrustAnnotations: ptr(false),
 		}, nil
 	case Custom:
 		return Config{
