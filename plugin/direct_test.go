@@ -56,6 +56,8 @@ func baseConf(ver, netns string, annotations map[string]string) map[string]any {
 		"cniVersion": ver, "name": "direct", "type": "mesh-cni",
 		"reportSocket": "/nonexistent/report.sock", "readyMarker": "/nonexistent/ready",
 		"agentSocket": "/nonexistent/agent.sock", "kubeconfig": "/nonexistent/kubeconfig", "lookupTimeout": "200ms",
+		// No agent here: Istio pods are judged from their annotations.
+		"meshes": map[string]any{"istio": map[string]any{"trustAnnotations": true}},
 		"prevResult": map[string]any{
 			"cniVersion": ver,
 			"interfaces": []any{map[string]any{"name": "eth0", "mac": "0a:58:c6:12:fa:02", "sandbox": netns}},

@@ -268,6 +268,10 @@ func newChain(t *testing.T, env *nodeEnv, o chainOpts) *chain {
 			"kubeconfig":   env.kubeconfig,
 			"readyMarker":  env.marker,
 			"reportSocket": env.reportSocket,
+			// The chain tests run Istio pods from their annotations alone
+			// (no agent, no API server); which pods are looked up is
+			// the lookup tests' subject.
+			"meshes": map[string]any{"istio": map[string]any{"trustAnnotations": true}},
 		}
 		for k, v := range o.mesh {
 			m[k] = v

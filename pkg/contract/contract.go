@@ -119,7 +119,9 @@ func Check(meshes map[string]mesh.Config, p *mesh.APIPod, image map[string]Ident
 				continue
 			}
 			id := Effective(p, c, image[c.Name])
-			if pod.SpecKnown && id.UIDPinned && uids[uint32(id.UID)] {
+			// A plain init container pinned to the proxy's UID is the
+			// meshes' documented opt-out (it runs before the proxy).
+			if pod.SpecKnown && id.UIDPinned && uids[uint32(id.UID)] && !initOptOut(p, c.Name) {
 				errs = append(errs, fmt.Errorf("spec known: container %s uid %d is exempt", c.Name, id.UID))
 			}
 			// The one assumption (pkg/mesh/README.md): a root proxy has
@@ -131,4 +133,13 @@ func Check(meshes map[string]mesh.Config, p *mesh.APIPod, image map[string]Ident
 		}
 	}
 	return errors.Join(errs...)
+}
+
+func initOptOut(p *mesh.APIPod, name string) bool {
+	for _, c := range p.Spec.InitContainers {
+		if c.Name == name {
+			return c.RestartPolicy != "Always"
+		}
+	}
+	return false
 }

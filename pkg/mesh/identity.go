@@ -65,7 +65,15 @@ func proxyIdentity(s *rules.Spec, pod Pod, proxy *Container) (string, error) {
 				continue
 			}
 			if c.RunAsUser != nil && *c.RunAsUser == int64(s.ProxyUID) {
-				return "", &IdentityError{Container: c.Name, UID: s.ProxyUID}
+				if !isInit(pod, c) {
+					return "", &IdentityError{Container: c.Name, UID: s.ProxyUID}
+				}
+				// An init container runs before the proxy does; running
+				// it as the proxy's UID is the meshes' documented way to
+				// let it reach the network (docs/topics.md).
+				if note == "" {
+					note = fmt.Sprintf("init container %s runs as the proxy's uid %d: its traffic bypasses the proxy", c.Name, s.ProxyUID)
+				}
 			}
 			if s.ProxyGID == nil || note != "" {
 				continue
@@ -91,4 +99,14 @@ func validID(p *int64) (uint32, bool) {
 		return 0, false
 	}
 	return uint32(*p), true
+}
+
+// isInit: c is a plain init container (not a native sidecar).
+func isInit(pod Pod, c *Container) bool {
+	for i := range pod.InitContainers {
+		if &pod.InitContainers[i] == c {
+			return c.RestartPolicy != "Always"
+		}
+	}
+	return false
 }

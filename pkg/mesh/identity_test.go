@@ -114,3 +114,20 @@ func TestRootProxyGroup(t *testing.T) {
 		t.Fatalf("an app pinning the root proxy's group must fail ADD, got %v", err)
 	}
 }
+
+// A plain init container as the proxy's UID is the documented opt-out; a
+// native sidecar as the proxy's UID is refused like an app.
+func TestInitContainerWithProxyUID(t *testing.T) {
+	init := Container{Name: "migrate", RunAsUser: ptr(int64(2102))}
+	p := linkerdPodWith(Container{Name: "linkerd-proxy", RunAsUser: ptr(int64(2102))}, Container{Name: "app"}, init)
+	d, err := Decide(defaultMeshes(), p, nil)
+	if err != nil || !d.Meshed {
+		t.Fatalf("init container as the proxy's uid: %+v %v", d, err)
+	}
+	init.RestartPolicy = "Always"
+	p = linkerdPodWith(Container{Name: "linkerd-proxy", RunAsUser: ptr(int64(2102))}, Container{Name: "app"}, init)
+	var ie *IdentityError
+	if _, err := Decide(defaultMeshes(), p, nil); !errors.As(err, &ie) || ie.Container != "migrate" {
+		t.Fatalf("native sidecar as the proxy's uid must be refused: %v", err)
+	}
+}
