@@ -123,7 +123,15 @@ start_dockerd() {
     log "dockerd is running but not answering yet"
   else
     log "starting dockerd (log: $DOCKERD_LOG)"
-    nohup dockerd >>"$DOCKERD_LOG" 2>&1 </dev/null &
+    # Without our other fds: a caller's flock fd (hack/kind-image.sh holds
+    # one) inherited by dockerd would hold that lock for dockerd's life.
+    (
+      for fd in /proc/self/fd/*; do
+        fd=${fd##*/}
+        [ "$fd" -gt 2 ] && eval "exec $fd>&-"
+      done 2>/dev/null
+      exec nohup dockerd >>"$DOCKERD_LOG" 2>&1 </dev/null
+    ) &
   fi
   local i
   for ((i = 0; i < 60; i++)); do
