@@ -190,14 +190,21 @@ func TestKill9DuringWrites(t *testing.T) {
 // our entry.
 func primaryChained(t *testing.T, dir string) bool {
 	t.Helper()
-	p, _, err := FindPrimary(dir, "")
-	if err != nil {
-		t.Fatalf("no primary config: %v", err)
+	// A .conf being converted is renamed away between finding and reading
+	// it; a runtime then lists again, and so does this check.
+	for {
+		p, _, err := FindPrimary(dir, "")
+		if err != nil {
+			t.Fatalf("no primary config: %v", err)
+		}
+		data, err := os.ReadFile(p)
+		if os.IsNotExist(err) {
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		ours, _ := pluginsOfType(data, "mesh-cni")
+		return len(ours) > 0
 	}
-	data, err := os.ReadFile(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ours, _ := pluginsOfType(data, "mesh-cni")
-	return len(ours) > 0
 }
