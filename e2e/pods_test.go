@@ -208,24 +208,53 @@ func mustConnect(ns, pod, container, ip string, port int) record {
 	return r
 }
 
-// schedulableNodes returns node names that take ordinary pods, in a stable order.
+// schedulableNodes returns node names that take ordinary pods, in a stable
+// order. It first waits until every node is Ready and carries none of the
+// taints a node has only for a while (not-ready, unreachable, the startup
+// taint): right after an install or an agent restart the runtime's network
+// STATUS, the kubelet and the node controller take some seconds to lift them,
+// and a spec must not read a passing state as "no node takes pods".
 func schedulableNodes(ctx context.Context) []string {
-	nodes, err := client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
-	Expect(err).NotTo(HaveOccurred())
 	var names []string
-	for _, n := range nodes.Items {
-		ok := true
-		for _, t := range n.Spec.Taints {
-			if t.Effect == corev1.TaintEffectNoSchedule || t.Effect == corev1.TaintEffectNoExecute {
-				ok = false
+	Eventually(ctx, func(g Gomega) {
+		nodes, err := client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+		g.Expect(err).NotTo(HaveOccurred())
+		names = nil
+		for _, n := range nodes.Items {
+			g.Expect(nodeReady(&n)).To(BeTrue(), "node %s is not Ready", n.Name)
+			ok := true
+			for _, t := range n.Spec.Taints {
+				g.Expect(transientTaint(t.Key)).To(BeFalse(), "node %s has taint %s", n.Name, t.Key)
+				if t.Effect == corev1.TaintEffectNoSchedule || t.Effect == corev1.TaintEffectNoExecute {
+					ok = false
+				}
+			}
+			if ok {
+				names = append(names, n.Name)
 			}
 		}
-		if ok {
-			names = append(names, n.Name)
+		g.Expect(names).NotTo(BeEmpty(), "no node takes ordinary pods")
+	}).WithTimeout(testenv.Scale(2 * time.Minute)).WithPolling(time.Second).Should(Succeed())
+	return names
+}
+
+func nodeReady(n *corev1.Node) bool {
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status == corev1.ConditionTrue
 		}
 	}
-	Expect(names).NotTo(BeEmpty())
-	return names
+	return false
+}
+
+// transientTaint: the node lifecycle controller's condition taints and the
+// startup taint come and go; the control plane's NoSchedule taint stays.
+func transientTaint(key string) bool {
+	switch key {
+	case corev1.TaintNodeNotReady, corev1.TaintNodeUnreachable, corev1.TaintNodeNetworkUnavailable, startupTaint:
+		return true
+	}
+	return false
 }
 
 // twoNodes gives two different nodes where the cluster has them, so traffic crosses nodes.
