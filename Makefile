@@ -119,7 +119,8 @@ test-chart: chart-lint
 	$(GOTEST) ./pkg/chart
 
 ## kind-image: the offline kind node image (cached in $(MESH_CNI_CACHE)/kind)
-KIND_NODE_IMAGE ?= mesh-cni/kind-node:v1.34.4
+K8S_VERSION ?= $(shell bash hack/pin.sh K8S_VERSION)
+KIND_NODE_IMAGE ?= mesh-cni/kind-node:$(K8S_VERSION)
 export KIND_NODE_IMAGE
 kind-image:
 	@bash hack/kind-image.sh

@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/kind/pkg/cluster/nodeutils"
 
 	"github.com/mesh-cni/mesh-cni/pkg/kindnode"
+	"github.com/mesh-cni/mesh-cni/pkg/testenv"
 )
 
 const gkeBinDir = "/tmp/mesh-cni-gke-bin"
@@ -208,7 +209,7 @@ func tool(envName, name string) string {
 	}
 	cache := getenv("MESH_CNI_CACHE", "/var/cache/mesh-cni")
 	for _, p := range []string{
-		filepath.Join(cache, "k8s", "v1.34.4", "bin", name),
+		filepath.Join(cache, "k8s", testenv.KubernetesVersion, "bin", name),
 		filepath.Join(cache, "tools", "bin", name),
 	} {
 		if _, err := os.Stat(p); err == nil {

@@ -6,8 +6,11 @@
 #
 # Components: kube-apiserver kube-controller-manager kube-scheduler kube-proxy
 # kubelet kubeadm kubectl etcd (default: all of them). Binaries are static
-# (CGO off) and land in $MESH_CNI_CACHE/k8s/$K8S_VERSION/bin; whatever already
-# exists there is kept. The last line of stdout is that directory, so callers
+# (CGO off) and land in $MESH_CNI_CACHE/k8s/$K8S_VERSION/bin. Each binary has
+# a stamp beside it (.NAME.key) holding everything it was built from (its
+# version, the Go version, the build tags and flags); a binary whose stamp
+# differs from what this run would build is built again, so bumping
+# ETCD_VERSION (or Go) is never ignored. Versions: hack/versions.env. The last line of stdout is that directory, so callers
 # can write bin=$(hack/build-k8s.sh kubectl | tail -n1). Logs go to stderr.
 #
 # k8s.io/kubernetes is not meant to be consumed as a module: its go.mod
@@ -18,8 +21,9 @@
 # binaries report the real version (kubeadm picks image tags from it).
 set -euo pipefail
 
-K8S_VERSION=${K8S_VERSION:-v1.34.4}
-ETCD_VERSION=${ETCD_VERSION:-v3.6.8}
+. "$(dirname "$0")/pin.sh"
+K8S_VERSION=$(pin K8S_VERSION)
+ETCD_VERSION=$(pin ETCD_VERSION)
 CACHE=${MESH_CNI_CACHE:-/var/cache/mesh-cni}
 ROOT="$CACHE/k8s/$K8S_VERSION"
 BIN="$ROOT/bin"
@@ -49,14 +53,31 @@ mkdir -p "$BIN"
 exec 9>"$ROOT/.lock"
 flock 9
 
+GOVERSION=$(GOTOOLCHAIN=local "$GO" env GOVERSION)
+K8S_TAGS=selinux,notest,grpcnotrace
+key_of() { # what a binary is built from
+  if [ "$1" = etcd ]; then
+    echo "etcd $ETCD_VERSION $GOVERSION -trimpath -s -w"
+  else
+    echo "$1 $K8S_VERSION $GOVERSION -trimpath -tags $K8S_TAGS -s -w"
+  fi
+}
+stamp() { key_of "$1" >"$BIN/.$1.key"; }
 missing=()
 for c in "${want[@]}"; do
-  [ -x "$BIN/$c" ] || missing+=("$c")
+  if [ ! -x "$BIN/$c" ] || [ "$(cat "$BIN/.$c.key" 2>/dev/null)" != "$(key_of "$c")" ]; then
+    missing+=("$c")
+  fi
 done
 if [ ${#missing[@]} -eq 0 ]; then
   echo "$BIN"
   exit 0
 fi
+
+# Whatever a failed run leaves half made is removed on exit.
+TEMPS=()
+cleanup() { [ ${#TEMPS[@]} -eq 0 ] || rm -rf "${TEMPS[@]}"; }
+trap cleanup EXIT
 
 export GOFLAGS=-buildvcs=false GOWORK=off CGO_ENABLED=0 GO111MODULE=on
 # GOTOOLCHAIN=local: the module's go directive must not trigger a toolchain
@@ -69,6 +90,7 @@ prepare_kubernetes() {
   log "preparing k8s.io/kubernetes@$K8S_VERSION (one time)"
   local tmp dir
   tmp=$(mktemp -d)
+  TEMPS+=("$tmp" "$SRC.tmp")
   # Outside any module so nothing of the caller's go.mod is touched.
   dir=$(cd "$tmp" && "$GO" mod download -json "k8s.io/kubernetes@$K8S_VERSION" |
     sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
@@ -119,22 +141,24 @@ build_kubernetes() {
   prepare_kubernetes
   for c in "${comps[@]}"; do pkgs+=("./cmd/$c"); done
   out=$(mktemp -d "$ROOT/.out-XXXXXX")
+  TEMPS+=("$out")
   log "building ${comps[*]} ($K8S_VERSION)"
   (
     cd "$SRC"
     # The tags are the ones Kubernetes' own release build uses.
-    nice_go build -mod=mod -trimpath -tags selinux,notest,grpcnotrace \
+    nice_go build -mod=mod -trimpath -tags "$K8S_TAGS" \
       -ldflags "$(ldflags)" -o "$out/" "${pkgs[@]}"
   ) || { rm -rf "$out"; die "building ${comps[*]} failed"; }
-  for c in "${comps[@]}"; do mv "$out/$c" "$BIN/$c"; done
-  rm -rf "$out"
+  for c in "${comps[@]}"; do mv "$out/$c" "$BIN/$c" && stamp "$c"; done
 }
 
 build_etcd() {
   local mod="$ROOT/etcd-src"
   log "building etcd $ETCD_VERSION"
-  if [ ! -f "$mod/.prepared" ]; then
+  # .prepared holds the version the module was prepared for.
+  if [ "$(cat "$mod/.prepared" 2>/dev/null)" != "$ETCD_VERSION" ]; then
     rm -rf "$mod"
+    TEMPS+=("$mod")
     mkdir -p "$mod"
     cat >"$mod/main.go" <<'EOF'
 // Command etcd is etcd's own server main, built from its published module.
@@ -153,14 +177,16 @@ EOF
       "$GO" mod init mesh-cni.local/etcd >&2 2>/dev/null
       nice_go get "go.etcd.io/etcd/server/v3@$ETCD_VERSION" >&2
       nice_go mod tidy >&2
-    ) || { rm -rf "$mod"; die "preparing etcd $ETCD_VERSION failed"; }
-    touch "$mod/.prepared"
+    ) || die "preparing etcd $ETCD_VERSION failed"
+    echo "$ETCD_VERSION" >"$mod/.prepared"
+    unset 'TEMPS[-1]'
   fi
+  TEMPS+=("$BIN/.etcd.tmp")
   (
     cd "$mod"
     nice_go build -mod=mod -trimpath -ldflags "-s -w" -o "$BIN/.etcd.tmp" .
   ) || die "building etcd failed"
-  mv "$BIN/.etcd.tmp" "$BIN/etcd"
+  mv "$BIN/.etcd.tmp" "$BIN/etcd" && stamp etcd
 }
 
 k8s=()

@@ -6,9 +6,10 @@
 #   ct    (chart-testing)
 # yamllint (used by ct) comes from Debian. `chart-tools.sh helm4` builds one.
 set -euo pipefail
-HELM3_VERSION=${HELM3_VERSION:-v3.22.0}
-HELM4_VERSION=${HELM4_VERSION:-v4.3.1}
-CT_VERSION=${CT_VERSION:-v3.14.0}
+. "$(dirname "$0")/pin.sh"
+HELM3_VERSION=$(pin HELM3_VERSION)
+HELM4_VERSION=$(pin HELM4_VERSION)
+CT_VERSION=$(pin CT_VERSION)
 CACHE=${MESH_CNI_CACHE:-/var/cache/mesh-cni}
 TOOLS=$CACHE/tools
 mkdir -p "$TOOLS/bin"
@@ -26,6 +27,7 @@ build() { # link-name module version package [ldflags]
     # own go.mod decides its dependencies (as go install would, but without
     # the module-list lookup that some proxies refuse).
     work=$(mktemp -d "$TOOLS/.build-XXXXXX")
+    trap 'rm -rf "$work"' EXIT
     printf 'module chartbuild\n\ngo 1.24\n\nrequire %s %s\n' "$mod" "$ver" >"$work/go.mod"
     (cd "$work" && GOFLAGS=-mod=mod CGO_ENABLED=0 nice go build -trimpath -ldflags "-s -w $ldflags" \
       -o "$work/out/$(basename "$pkg")" "$pkg" >&2)

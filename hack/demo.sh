@@ -9,7 +9,8 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 CACHE=${MESH_CNI_CACHE:-/var/cache/mesh-cni}
 CLUSTER=${DEMO_CLUSTER:-mesh-cni-demo}
 KUBECONFIG_FILE=${DEMO_KUBECONFIG:-$CACHE/demo.kubeconfig}
-NODE_IMAGE=${KIND_NODE_IMAGE:-mesh-cni/kind-node:v1.34.4}
+. "$ROOT/hack/pin.sh"
+NODE_IMAGE=${KIND_NODE_IMAGE:-mesh-cni/kind-node:$(pin K8S_VERSION)}
 NS=demo
 
 log() { printf '\n== %s\n' "$*" >&2; }

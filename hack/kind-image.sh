@@ -6,25 +6,38 @@
 #   + containerd 2.x, CNI reference plugins (built from Go modules)
 #   + kubelet/kubeadm/kubectl + control-plane images built from source
 #   + the primary CNI (meshnet, see kind-configs/README.md) as /kind/manifests/default-cni.yaml.
-# Every stage is cached under $MESH_CNI_CACHE/kind and skipped when present.
+# Every stage is cached under $MESH_CNI_CACHE/kind and skipped when what it
+# holds was made from the same inputs: each binary has a stamp (.NAME.key)
+# with its module version, the Go version and its build flags, and the image
+# tag's key hashes all of them. Versions: hack/versions.env.
 #
-#   hack/kind-image.sh          builds (or finds) the image; prints its name last
-#   KIND_NODE_IMAGE=name:tag    overrides the image name
+#   hack/kind-image.sh           builds (or finds) the image; prints its name last
+#   hack/kind-image.sh binaries  builds (or finds) only the Go binaries
+#   KIND_NODE_IMAGE=name:tag     overrides the image name
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 CACHE=${MESH_CNI_CACHE:-/var/cache/mesh-cni}
-K8S_VERSION=${K8S_VERSION:-v1.34.4}
-KIND_VERSION=${KIND_VERSION:-v0.33.0}
-CONTAINERD_VERSION=${CONTAINERD_VERSION:-v2.1.5}
-CNI_PLUGINS_VERSION=${CNI_PLUGINS_VERSION:-v1.9.1}
-COREDNS_VERSION=${COREDNS_VERSION:-v1.12.1}
-SUITE=${DEBIAN_SUITE:-bookworm}
+. "$ROOT/hack/pin.sh"
+K8S_VERSION=$(pin K8S_VERSION)
+CONTAINERD_VERSION=$(pin CONTAINERD_VERSION)
+CNI_PLUGINS_VERSION=$(pin CNI_PLUGINS_VERSION)
+COREDNS_VERSION=$(pin COREDNS_VERSION)
+SUITE=$(pin DEBIAN_SUITE)
 MIRROR=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
 IMAGE=${KIND_NODE_IMAGE:-mesh-cni/kind-node:$K8S_VERSION}
 W=$CACHE/kind
 GO=${GO:-go}
 export GOFLAGS=-buildvcs=false GOWORK=off GOTOOLCHAIN=local
+# kind's own version is the one go.mod requires.
+KIND_VERSION=${KIND_VERSION:-$(cd "$ROOT" && "$GO" list -m -f '{{.Version}}' sigs.k8s.io/kind)}
+GOVERSION=$("$GO" env GOVERSION)
+
+# Whatever a failed run leaves half made is removed on exit.
+TEMPS=()
+cleanup() { [ ${#TEMPS[@]} -eq 0 ] || rm -rf "${TEMPS[@]}"; }
+trap cleanup EXIT
+tempdir() { local -n _dir=$1; _dir=$(mktemp -d); TEMPS+=("$_dir"); } # tempdir VAR
 
 log() { echo "kind-image: $*" >&2; }
 die() { log "error: $*"; exit 1; }
@@ -43,7 +56,7 @@ PROXY_PKGS=iptables,nftables,conntrack,ipset,kmod,iproute2
 image_key() {
   {
     cat "$0" "$ROOT"/hack/meshnet/*.go "$ROOT"/hack/meshnet/*.yaml
-    echo "$K8S_VERSION $KIND_VERSION $CONTAINERD_VERSION $CNI_PLUGINS_VERSION $COREDNS_VERSION $SUITE"
+    echo "$K8S_VERSION $(pin ETCD_VERSION) $KIND_VERSION $CONTAINERD_VERSION $CNI_PLUGINS_VERSION $COREDNS_VERSION $SUITE $GOVERSION"
   } | sha256sum | cut -c1-12
 }
 
@@ -55,41 +68,51 @@ debootstrap_tree() { # name packages
   }
   stage "debootstrap $1 ($SUITE)"
   rm -rf "$dir"
+  TEMPS+=("$dir")
   debootstrap --variant=minbase --include="$2" "$SUITE" "$dir" "$MIRROR" >"$W/rootfs/$1.log" 2>&1 ||
     die "debootstrap $1 failed, see $W/rootfs/$1.log"
   chroot "$dir" apt-get clean
   rm -rf "$dir"/var/lib/apt/lists/* "$dir"/usr/share/doc/* "$dir"/usr/share/man/* "$dir"/usr/share/locale/*
   touch "$dir/.done"
+  unset 'TEMPS[-1]'
 }
 
 # go_build NAME MODULE@VERSION PACKAGE [tags]: builds a static binary from a
 # published module in a scratch module of its own, so our go.mod stays untouched.
 go_build() {
   local name=$1 modver=$2 pkg=$3 tags=${4:-}
-  [ -x "$W/bin/$name" ] && return 0
+  local key="$modver $pkg $GOVERSION tags=$tags ldflags=-s -w ${5:-}"
+  fresh "$name" "$key" && return 0
   local mod="$W/src/${modver//[@\/]/_}"
   if [ ! -f "$mod/.prepared" ]; then
     stage "fetching $modver"
     rm -rf "$mod" && mkdir -p "$mod"
+    TEMPS+=("$mod")
     (cd "$mod" && "$GO" mod init mesh-cni.local/build >/dev/null 2>&1 &&
       printf 'package main\n\nimport _ "%s"\n\nfunc main() {}\n' "$pkg" >tools.go &&
       "$GO" get "$modver" >&2 && "$GO" mod tidy >&2 && rm tools.go) || die "fetching $modver failed"
     touch "$mod/.prepared"
+    unset 'TEMPS[-1]'
   fi
   stage "building $name"
+  TEMPS+=("$W/bin/.$name")
   (cd "$mod" && CGO_ENABLED=0 nice -n 10 "$GO" build -mod=mod -trimpath -tags "$tags" -ldflags "-s -w ${5:-}" \
     -o "$W/bin/.$name" "$pkg") || die "building $name failed"
-  mv "$W/bin/.$name" "$W/bin/$name"
+  mv "$W/bin/.$name" "$W/bin/$name" && echo "$key" >"$W/bin/.$name.key"
 }
 
+# fresh NAME KEY: the binary exists and was built from KEY.
+fresh() { [ -x "$W/bin/$1" ] && [ "$(cat "$W/bin/.$1.key" 2>/dev/null)" = "$2" ]; }
+
 # go_main NAME DIR: builds a main package we write ourselves (coredns, pause, etcd).
-go_main() {
-  local name=$1 dir=$2
-  [ -x "$W/bin/$name" ] && return 0
+go_main() { # NAME DIR KEY
+  local name=$1 dir=$2 key="$3 $GOVERSION ldflags=-s -w"
+  fresh "$name" "$key" && return 0
   stage "building $name"
+  TEMPS+=("$W/bin/.$name")
   (cd "$dir" && CGO_ENABLED=0 nice -n 10 "$GO" build -mod=mod -trimpath -ldflags "-s -w" -o "$W/bin/.$name" .) ||
     die "building $name failed"
-  mv "$W/bin/.$name" "$W/bin/$name"
+  mv "$W/bin/.$name" "$W/bin/$name" && echo "$key" >"$W/bin/.$name.key"
 }
 
 build_binaries_upstream() {
@@ -124,11 +147,12 @@ build_binaries() {
 
 # coredns and pause: two-line mains around published modules.
 build_small_mains() {
-  local d="$W/src/coredns-$COREDNS_VERSION"
-  if [ ! -x "$W/bin/coredns" ]; then
+  local d="$W/src/coredns-$COREDNS_VERSION" key="coredns $COREDNS_VERSION"
+  if ! fresh coredns "$key $GOVERSION ldflags=-s -w"; then
     if [ ! -f "$d/.prepared" ]; then
       stage "fetching coredns $COREDNS_VERSION"
       rm -rf "$d" && mkdir -p "$d"
+      TEMPS+=("$d")
       cat >"$d/main.go" <<'EOF'
 package main
 
@@ -142,13 +166,13 @@ EOF
       (cd "$d" && "$GO" mod init mesh-cni.local/coredns >/dev/null 2>&1 &&
         "$GO" get "github.com/coredns/coredns@$COREDNS_VERSION" >&2 && "$GO" mod tidy >&2) || die "fetching coredns failed"
       touch "$d/.prepared"
+      unset 'TEMPS[-1]'
     fi
-    go_main coredns "$d"
+    go_main coredns "$d" "$key"
   fi
   d="$W/src/pause"
-  if [ ! -x "$W/bin/pause" ]; then
-    rm -rf "$d" && mkdir -p "$d"
-    cat >"$d/main.go" <<'EOF'
+  mkdir -p "$d"
+  cat >"$d/main.go" <<'EOF'
 // Command pause holds a pod's namespaces: it sleeps until SIGINT or SIGTERM.
 package main
 
@@ -164,9 +188,8 @@ func main() {
 	<-c
 }
 EOF
-    (cd "$d" && "$GO" mod init mesh-cni.local/pause >/dev/null 2>&1) || true
-    go_main pause "$d"
-  fi
+  [ -f "$d/go.mod" ] || (cd "$d" && "$GO" mod init mesh-cni.local/pause >/dev/null 2>&1) || true
+  go_main pause "$d" "pause $(sha256sum <"$d/main.go" | cut -c1-12)"
 }
 
 k8s_bin() {
@@ -178,15 +201,19 @@ k8s_bin() {
 
 # scratch_image TAG BINARY...: FROM scratch with static binaries in /usr/local/bin.
 scratch_image() {
-  local tag=$1 ctx
+  local tag=$1 ctx key
   shift
-  docker image inspect "$tag" >/dev/null 2>&1 && return 0
-  ctx=$(mktemp -d)
+  # kubeadm fixes some tags (etcd, coredns, pause) whatever we build: the
+  # label with the binaries' hash tells a stale image from a current one.
+  key=$(cat "$@" | sha256sum | cut -c1-16)
+  [ "$(docker image inspect -f '{{index .Config.Labels "io.mesh-cni.key"}}' "$tag" 2>/dev/null)" = "$key" ] && return 0
+  tempdir ctx
   cp "$@" "$ctx/"
   {
     echo "FROM scratch"
     for b in "$@"; do echo "COPY $(basename "$b") /usr/local/bin/"; done
     echo 'ENV PATH=/usr/local/bin:/usr/bin:/bin'
+    echo "LABEL io.mesh-cni.key=$key"
     echo "ENTRYPOINT [\"/usr/local/bin/$(basename "$1")\"]"
   } >"$ctx/Dockerfile"
   docker build -q -t "$tag" "$ctx" >/dev/null || die "docker build $tag failed"
@@ -221,14 +248,16 @@ control_plane_images() {
 
 # kube-proxy needs the iptables/nftables userland: a minbase Debian tree.
 proxy_image() {
-  local tag=$1
-  docker image inspect "$tag" >/dev/null 2>&1 && return 0
+  local tag=$1 key stampf="$W/images/.kube-proxy.key"
+  key="$(sha256sum <"$K8S_BIN/kube-proxy" | cut -c1-16) $PROXY_PKGS"
+  docker image inspect "$tag" >/dev/null 2>&1 && [ "$(cat "$stampf" 2>/dev/null)" = "$key" ] && return 0
   debootstrap_tree kube-proxy "$PROXY_PKGS"
   local dir="$W/rootfs/kube-proxy-$SUITE"
   cp "$K8S_BIN/kube-proxy" "$dir/usr/local/bin/kube-proxy"
   tar -C "$dir" --exclude=./.done -c . | docker import \
     -c 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
     -c 'ENTRYPOINT ["/usr/local/bin/kube-proxy"]' - "$tag" >/dev/null || die "importing $tag failed"
+  echo "$key" >"$stampf"
 }
 
 # The node filesystem: Debian tree + kind's base-image files + our binaries.
@@ -243,6 +272,7 @@ node_base_image() {
   [ -d "$kind/images/base/files" ] || (cd "$ROOT" && "$GO" mod download sigs.k8s.io/kind)
   [ -d "$kind/images/base/files" ] || die "kind's base-image files not found"
   local f="$kind/images/base/files"
+  TEMPS+=("$tree")
   rm -rf "$tree" && cp -a "$W/rootfs/node-$SUITE" "$tree" && rm -f "$tree/.done"
   install -m 0755 "$f"/usr/local/bin/* "$tree/usr/local/bin/"
   mkdir -p "$tree/kind/bin" "$tree/LICENSES" "$tree/etc/containerd" "$tree/etc/default" \
@@ -292,7 +322,7 @@ node_base_image() {
     die "docker import of the node tree failed"
   rm -rf "$tree"
   local ctx
-  ctx=$(mktemp -d)
+  tempdir ctx
   printf 'FROM %s\nSTOPSIGNAL SIGRTMIN+3\n' "$BASE.import" >"$ctx/Dockerfile"
   docker build -q -t "$BASE" "$ctx" >/dev/null || die "docker build $BASE failed"
   docker rmi "$BASE.import" >/dev/null
@@ -305,7 +335,7 @@ preload() {
   stage "preloading images into the node's containerd"
   local id
   id=$(docker run -d --privileged --security-opt seccomp=unconfined --entrypoint=sleep "$BASE" infinity)
-  trap 'docker rm -f "$id" >/dev/null 2>&1 || true' EXIT
+  trap 'docker rm -f "$id" >/dev/null 2>&1 || true; cleanup' EXIT
   docker exec "$id" bash -c 'nohup containerd >/tmp/containerd.log 2>&1 &'
   docker exec "$id" bash -c 'for i in $(seq 50); do [ -S /run/containerd/containerd.sock ] && ctr version >/dev/null 2>&1 && exit 0; sleep 0.2; done; cat /tmp/containerd.log; exit 1' ||
     die "containerd did not start in the build container"
@@ -314,9 +344,9 @@ preload() {
   docker exec "$id" bash -c 'kill $(pidof containerd); for i in $(seq 50); do pidof containerd >/dev/null || exit 0; sleep 0.2; done'
   docker commit -c 'ENTRYPOINT [ "/usr/local/bin/entrypoint", "/sbin/init" ]' "$id" "$IMAGE.commit" >/dev/null
   docker rm -f "$id" >/dev/null
-  trap - EXIT
+  trap cleanup EXIT
   local ctx
-  ctx=$(mktemp -d)
+  tempdir ctx
   printf 'FROM %s\nSTOPSIGNAL SIGRTMIN+3\nLABEL io.mesh-cni.kind-image=%s\n' "$IMAGE.commit" "$KEY" >"$ctx/Dockerfile"
   docker build -q -t "$IMAGE" "$ctx" >/dev/null || die "docker build $IMAGE failed"
   docker rmi "$IMAGE.commit" >/dev/null
@@ -331,6 +361,10 @@ preload() {
 }
 
 main() {
+  if [ "${1:-}" = binaries ]; then # the Go binaries only (no docker, no Debian)
+    build_binaries_upstream
+    return 0
+  fi
   if [ "${1:-}" = prefetch ]; then # the slow, input-independent stages only
     (debootstrap_tree node "$NODE_PKGS" && debootstrap_tree kube-proxy "$PROXY_PKGS") &
     build_binaries_upstream

@@ -9,7 +9,7 @@ import (
 	"strings"
 )
 
-// KubernetesVersion is the version hack/build-k8s.sh builds by default.
+// KubernetesVersion is the version hack/versions.env pins (a test checks it).
 const KubernetesVersion = "v1.34.4"
 
 // BinDir returns the directory holding the Kubernetes binaries:

@@ -1,0 +1,162 @@
+package hack
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// fakeGo is a stand-in for the go command (the real builds take minutes):
+// it logs each call, remembers `go get` per module dir, and makes `go build`
+// write the -o file with what was fetched there, so a test sees which
+// binaries a script built and from which version.
+const fakeGo = `#!/usr/bin/env bash
+echo "$PWD: $*" >>"$FAKE_GO_LOG"
+case "$1" in
+env) case "$2" in GOVERSION) echo "${FAKE_GOVERSION:-go1.26.0}" ;; GOMODCACHE) echo /nonexistent ;; esac ;;
+list) echo v0.0.0-fake ;;
+mod) if [ "$2" = init ]; then echo "module $3" >go.mod; fi ;;
+get) echo "$2" >>.fake-got ;;
+build)
+  [ "${FAKE_GO_FAIL:-}" = build ] && { echo "fake build failure" >&2; exit 1; }
+  prev= out=
+  for a in "$@"; do [ "$prev" = -o ] && out=$a; prev=$a; done
+  mkdir -p "$(dirname "$out")"
+  { echo "from: $(cat .fake-got 2>/dev/null | tr '\n' ' ')"; echo "args: $*"; } >"$out"
+  chmod +x "$out" ;;
+esac
+`
+
+type scriptEnv struct {
+	t     *testing.T
+	cache string
+	log   string
+	env   []string
+}
+
+func newScriptEnv(t *testing.T) *scriptEnv {
+	t.Helper()
+	dir := t.TempDir()
+	goBin := filepath.Join(dir, "go")
+	if err := os.WriteFile(goBin, []byte(fakeGo), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	s := &scriptEnv{t: t, cache: filepath.Join(dir, "cache"), log: filepath.Join(dir, "go.log")}
+	s.env = append(os.Environ(), "GO="+goBin, "MESH_CNI_CACHE="+s.cache, "FAKE_GO_LOG="+s.log)
+	return s
+}
+
+// run runs a hack script with extra environment and returns the names of
+// the binaries it built (the base of each `go build -o`).
+func (s *scriptEnv) run(script string, env []string, args ...string) ([]string, error) {
+	s.t.Helper()
+	_ = os.Remove(s.log)
+	cmd := exec.Command("bash", append([]string{script}, args...)...)
+	cmd.Env = append(append([]string{}, s.env...), env...)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		s.t.Logf("%s %v: %s", script, args, out)
+	}
+	b, _ := os.ReadFile(s.log)
+	var built []string
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 2 || f[1] != "build" {
+			continue
+		}
+		for i, a := range f {
+			if a == "-o" && i+1 < len(f) {
+				built = append(built, strings.TrimPrefix(filepath.Base(f[i+1]), "."))
+			}
+		}
+	}
+	return built, err
+}
+
+func (s *scriptEnv) content(path string) string {
+	b, err := os.ReadFile(filepath.Join(s.cache, path))
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	return string(b)
+}
+
+func expectBuilt(t *testing.T, what string, got []string, want ...string) {
+	t.Helper()
+	if strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Fatalf("%s: built %q, want %q", what, got, want)
+	}
+}
+
+// A new etcd or Go version rebuilds etcd; the same inputs build nothing.
+func TestBuildK8sKeysEtcd(t *testing.T) {
+	s := newScriptEnv(t)
+	const bin = "k8s/v1.34.4/bin/etcd"
+	v1 := []string{"K8S_VERSION=v1.34.4", "ETCD_VERSION=v3.6.8"}
+	built, err := s.run("build-k8s.sh", v1, "etcd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	expectBuilt(t, "first run", built, "etcd.tmp")
+	if c := s.content(bin); !strings.Contains(c, "@v3.6.8") {
+		t.Fatalf("etcd built from %q", c)
+	}
+	built, _ = s.run("build-k8s.sh", v1, "etcd")
+	expectBuilt(t, "same inputs", built)
+
+	v2 := []string{"K8S_VERSION=v1.34.4", "ETCD_VERSION=v3.6.9"}
+	built, _ = s.run("build-k8s.sh", v2, "etcd")
+	expectBuilt(t, "new ETCD_VERSION", built, "etcd.tmp")
+	if c := s.content(bin); !strings.Contains(c, "@v3.6.9") || strings.Contains(c, "@v3.6.8") {
+		t.Fatalf("after the bump etcd is built from %q", c)
+	}
+	built, _ = s.run("build-k8s.sh", append(v2, "FAKE_GOVERSION=go1.99.0"), "etcd")
+	expectBuilt(t, "new Go version", built, "etcd.tmp")
+}
+
+// A failed build leaves neither a half-written binary nor temp dirs.
+func TestBuildK8sCleansUpOnFailure(t *testing.T) {
+	s := newScriptEnv(t)
+	if _, err := s.run("build-k8s.sh", []string{"ETCD_VERSION=v3.6.8", "FAKE_GO_FAIL=build"}, "etcd"); err == nil {
+		t.Fatal("a failed build exited 0")
+	}
+	var left []string
+	_ = filepath.Walk(s.cache, func(p string, fi os.FileInfo, err error) error {
+		if err == nil && (strings.Contains(p, ".tmp") || strings.Contains(p, ".out-")) {
+			left = append(left, p)
+		}
+		return nil
+	})
+	if len(left) > 0 {
+		t.Fatalf("left behind: %q", left)
+	}
+	if _, err := os.Stat(filepath.Join(s.cache, "k8s/v1.34.4/bin/etcd")); err == nil {
+		t.Fatal("an etcd binary exists after the failed build")
+	}
+}
+
+// A new containerd version rebuilds exactly the containerd binaries of the
+// node image; the rest is reused.
+func TestKindImageKeysBinaries(t *testing.T) {
+	s := newScriptEnv(t)
+	all := []string{"containerd", "ctr", "containerd-shim-runc-v2",
+		"cni-host-local", "cni-loopback", "cni-ptp", "cni-bridge", "cni-portmap", "coredns", "pause"}
+	v1 := []string{"CONTAINERD_VERSION=v2.1.5"}
+	built, err := s.run("kind-image.sh", v1, "binaries")
+	if err != nil {
+		t.Fatal(err)
+	}
+	expectBuilt(t, "first run", built, all...)
+	built, _ = s.run("kind-image.sh", v1, "binaries")
+	expectBuilt(t, "same inputs", built)
+
+	built, _ = s.run("kind-image.sh", []string{"CONTAINERD_VERSION=v2.1.6"}, "binaries")
+	expectBuilt(t, "new CONTAINERD_VERSION", built, "containerd", "ctr", "containerd-shim-runc-v2")
+	if c := s.content("kind/bin/containerd"); !strings.Contains(c, "@v2.1.6") {
+		t.Fatalf("containerd built from %q", c)
+	}
+	built, _ = s.run("kind-image.sh", []string{"CONTAINERD_VERSION=v2.1.6", "COREDNS_VERSION=v1.12.2"}, "binaries")
+	expectBuilt(t, "new COREDNS_VERSION", built, "coredns")
+}
