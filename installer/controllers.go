@@ -5,6 +5,8 @@ import (
 	"log/slog"
 	"path/filepath"
 
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/cache"
 
@@ -34,8 +36,8 @@ var (
 
 // startControllers runs the pod cache and the repair controller on one
 // shared informer over this node's pods: one list and watch, one copy of
-// each pod.
-func startControllers(ctx context.Context, core corev1client.CoreV1Interface, cfg *config, log *slog.Logger) {
+// each pod. It returns a lookup of a pod's UID in that informer.
+func startControllers(ctx context.Context, core corev1client.CoreV1Interface, cfg *config, log *slog.Logger) func(namespace, name string) types.UID {
 	pods := nodepods.New(core, cfg.nodeName)
 	pc := podcache.NewShared(core, pods)
 	go func() {
@@ -51,4 +53,14 @@ func startControllers(ctx context.Context, core corev1client.CoreV1Interface, cf
 		}()
 	}
 	go pods.Run(ctx.Done())
+	return func(namespace, name string) types.UID {
+		obj, ok, err := pods.GetStore().GetByKey(namespace + "/" + name)
+		if err != nil || !ok {
+			return ""
+		}
+		if p, isPod := obj.(*corev1.Pod); isPod {
+			return p.UID
+		}
+		return ""
+	}
 }

@@ -20,6 +20,7 @@ import (
 
 	"github.com/mesh-cni/mesh-cni/pkg/agent"
 	"github.com/mesh-cni/mesh-cni/pkg/kubeconfig"
+	"github.com/mesh-cni/mesh-cni/pkg/node"
 	"github.com/mesh-cni/mesh-cni/pkg/version"
 )
 
@@ -197,18 +198,49 @@ func decide(err error, allowedBefore bool, ds string) (bool, string) {
 // EventComponent is the source of the agent's Events on its Node.
 const EventComponent = "mesh-cni-agent"
 
-// nodeWarner records Warning Events on this node, where `kubectl describe
-// node` and `kubectl get events` show them.
-func nodeWarner(ctx context.Context, client *clients, nodeName string) func(reason, message string) {
+// eventRecorder records this agent's Events; nil without a client. Its
+// correlator drops repeats beyond a burst per object (client-go's spam
+// filter), so a pod failing in a loop cannot flood the API.
+func eventRecorder(ctx context.Context, client *clients, nodeName string) record.EventRecorder {
 	if client == nil || nodeName == "" {
 		return nil
 	}
 	b := record.NewBroadcaster(record.WithContext(ctx))
 	b.StartRecordingToSink(&corev1client.EventSinkImpl{Interface: client.core.Events("")})
-	rec := b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: EventComponent, Host: nodeName})
+	return b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: EventComponent, Host: nodeName})
+}
+
+// nodeWarner records Warning Events on this node, where `kubectl describe
+// node` and `kubectl get events` show them.
+func nodeWarner(rec record.EventRecorder, nodeName string) func(reason, message string) {
+	if rec == nil {
+		return nil
+	}
 	// Kubelet's convention for a Node's Events: the UID is the name.
 	ref := &corev1.ObjectReference{Kind: "Node", Name: nodeName, UID: types.UID(nodeName)}
 	return func(reason, message string) {
 		rec.Event(ref, corev1.EventTypeWarning, reason, message)
+	}
+}
+
+// podWarner puts the plugin's reports a person must see (agent.PodWarning)
+// on the pod as Warning Events. `kubectl describe pod` matches Events by
+// the pod's UID: the plugin passes the runtime's K8S_POD_UID, else uidOf
+// (the agent's pod informer) supplies it.
+func podWarner(rec record.EventRecorder, uidOf func(namespace, name string) types.UID) func(node.Event) {
+	if rec == nil {
+		return nil
+	}
+	return func(ev node.Event) {
+		reason, msg, ok := agent.PodWarning(ev)
+		if !ok {
+			return
+		}
+		uid := types.UID(ev.PodUID)
+		if uid == "" && uidOf != nil {
+			uid = uidOf(ev.Namespace, ev.Pod)
+		}
+		ref := &corev1.ObjectReference{Kind: "Pod", APIVersion: "v1", Namespace: ev.Namespace, Name: ev.Pod, UID: uid}
+		rec.Event(ref, corev1.EventTypeWarning, reason, msg)
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"k8s.io/apimachinery/pkg/types"
 	appsv1client "k8s.io/client-go/kubernetes/typed/apps/v1"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 
@@ -121,6 +122,11 @@ func run(cfg *config, log *slog.Logger) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 
+	rec := eventRecorder(ctx, client, cfg.nodeName)
+	var uidOf func(namespace, name string) types.UID
+	if client != nil {
+		uidOf = startControllers(ctx, client.core, cfg, log)
+	}
 	a := agent.New(agent.Options{
 		Installer:    in,
 		Kubeconfig:   filepath.Join(cfg.stateDir, "kubeconfig"),
@@ -133,7 +139,7 @@ func run(cfg *config, log *slog.Logger) error {
 		Publish:      publisher(nodes, cfg.nodeName),
 		Published:    publishedStatus(nodes, cfg.nodeName),
 		OnFirstReady: firstReady(ctx, client, cfg, log),
-		Warn:         nodeWarner(ctx, client, cfg.nodeName),
+		Warn:         nodeWarner(rec, cfg.nodeName),
 		Log:          log,
 	})
 
@@ -141,14 +147,13 @@ func run(cfg *config, log *slog.Logger) error {
 	go func() { errc <- agent.ServeHTTP(ctx, cfg.probeAddr, a.ProbeHandler()) }()
 	go func() { errc <- agent.ServeHTTP(ctx, cfg.metricsAddr, agent.MetricsHandler()) }()
 	go func() {
-		if err := agent.ServeReports(ctx, filepath.Join(cfg.runDir, "report.sock"), log); err != nil {
+		if err := agent.ServeReportsTo(ctx, filepath.Join(cfg.runDir, "report.sock"), log, podWarner(rec, uidOf)); err != nil {
 			// Metrics only: the plugin drops reports nobody reads.
 			log.Error("report socket stopped", "err", err)
 		}
 	}()
 	var probe *dsProbe
 	if client != nil {
-		startControllers(ctx, client.core, cfg, log)
 		if cfg.uninstallMode == "auto" && cfg.namespace != "" {
 			probe = &dsProbe{daemonSets: client.apps, namespace: cfg.namespace, name: cfg.daemonSetName, log: log}
 			go probe.run(ctx)

@@ -41,59 +41,77 @@ type refuseNode struct {
 
 func (n *refuseNode) d(p string) string { return filepath.Join(n.root, p) }
 
+// readyz is the agent's /readyz: whether it is ready, and its body.
+func (n *refuseNode) readyz() (bool, string) {
+	r, err := http.Get("http://" + n.probe + "/readyz")
+	if err != nil {
+		return false, ""
+	}
+	defer r.Body.Close()
+	var b bytes.Buffer
+	b.ReadFrom(r.Body)
+	return r.StatusCode == 200, b.String()
+}
+
+// nodeRig runs the real agent (with the chart's RBAC, against a real
+// kube-apiserver) and the real plugin on temp node trees.
+type nodeRig struct {
+	env                    *testenv.Env
+	ns, token, bin, plugin string
+	orig                   []byte // the primary's conflist
+	u                      *url.URL
+}
+
+func newNodeRig(t *testing.T) *nodeRig {
+	env := testenv.Start(t)
+	r := &nodeRig{env: env, bin: buildAgent(t), plugin: filepath.Join(t.TempDir(), "mesh-cni")}
+	r.ns, _, r.token = agentClient(t, env)
+	if out, err := exec.Command("go", "build", "-o", r.plugin, "../plugin").CombinedOutput(); err != nil {
+		t.Fatalf("build plugin: %v\n%s", err, out)
+	}
+	var err error
+	if r.orig, err = os.ReadFile("../pkg/install/testdata/conflists/kindnet-ipv4.conflist"); err != nil {
+		t.Fatal(err)
+	}
+	r.u, _ = url.Parse(env.Host)
+	return r
+}
+
+// node makes a node tree and starts the agent on it; primaryBins puts the
+// primary's own plugins (as stand-ins that succeed) into the bin dir.
+func (r *nodeRig) node(t *testing.T, nodeName, settings string, primaryBins bool, extra ...string) *refuseNode {
+	n := &refuseNode{root: t.TempDir(), probe: freeAddrT(t)}
+	for _, p := range []string{"host/opt/cni/bin", "host/etc/cni/net.d", "sa", "cfg", "host/usr/sbin"} {
+		os.MkdirAll(n.d(p), 0o755)
+	}
+	if primaryBins {
+		primaryPlugins(t, n.d("host/opt/cni/bin"), r.orig)
+	}
+	n.primary = n.d("host/etc/cni/net.d/10-kindnet.conflist")
+	os.WriteFile(n.primary, r.orig, 0o644)
+	os.WriteFile(n.d("sa/token"), []byte(r.token), 0o600)
+	os.WriteFile(n.d("sa/ca.crt"), r.env.CAData, 0o600)
+	os.WriteFile(n.d("cfg/plugin.json"), []byte(settings), 0o644)
+	r.env.Node(t, nodeName)
+	startAgent(t, r.bin, r.u, nodeName, r.ns, &n.logs, append([]string{"--cni-bin-dir", n.d("host/opt/cni/bin"), "--cni-conf-dir", n.d("host/etc/cni/net.d"),
+		"--state-dir", n.d("host/var/lib/mesh-cni"), "--run-dir", n.d("host/var/run/mesh-cni"),
+		"--host-state-dir", n.d("host/var/lib/mesh-cni"), "--host-run-dir", n.d("host/var/run/mesh-cni"),
+		"--plugin-config", n.d("cfg/plugin.json"), "--plugin-binary", r.plugin, "--host-tool-dirs", n.d("host/usr/sbin"),
+		"--token-path", n.d("sa/token"), "--probe-addr", n.probe, "--metrics-addr", freeAddrT(t), "--repair=false"}, extra...)...)
+	return n
+}
+
 // TestAgentRefuses runs the real agent with the chart's RBAC against a
 // real kube-apiserver through the three mistakes of a bad plugin setting,
 // a wrong bin dir and a backend the host lacks: each time nothing is
 // chained or the last good entry stays, the agent is not ready and says
 // why on /readyz and the Node, and a Warning Event is on the Node.
 func TestAgentRefuses(t *testing.T) {
-	env := testenv.Start(t)
-	ns, _, token := agentClient(t, env)
-	bin := buildAgent(t)
-	plugin := filepath.Join(t.TempDir(), "mesh-cni")
-	if out, err := exec.Command("go", "build", "-o", plugin, "../plugin").CombinedOutput(); err != nil {
-		t.Fatalf("build plugin: %v\n%s", err, out)
-	}
-	orig, err := os.ReadFile("../pkg/install/testdata/conflists/kindnet-ipv4.conflist")
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := newNodeRig(t)
+	env, ns, orig, setup := r.env, r.ns, r.orig, r.node
 	ctx := context.Background()
-	u, _ := url.Parse(env.Host)
+	readyz := func(n *refuseNode) (bool, string) { return n.readyz() }
 
-	// setup makes a node tree; primaryBins puts the primary's own plugins
-	// (as stand-ins that succeed) into the bin dir.
-	setup := func(t *testing.T, nodeName, settings string, primaryBins bool, extra ...string) *refuseNode {
-		n := &refuseNode{root: t.TempDir(), probe: freeAddrT(t)}
-		for _, p := range []string{"host/opt/cni/bin", "host/etc/cni/net.d", "sa", "cfg", "host/usr/sbin"} {
-			os.MkdirAll(n.d(p), 0o755)
-		}
-		if primaryBins {
-			primaryPlugins(t, n.d("host/opt/cni/bin"), orig)
-		}
-		n.primary = n.d("host/etc/cni/net.d/10-kindnet.conflist")
-		os.WriteFile(n.primary, orig, 0o644)
-		os.WriteFile(n.d("sa/token"), []byte(token), 0o600)
-		os.WriteFile(n.d("sa/ca.crt"), env.CAData, 0o600)
-		os.WriteFile(n.d("cfg/plugin.json"), []byte(settings), 0o644)
-		env.Node(t, nodeName)
-		startAgent(t, bin, u, nodeName, ns, &n.logs, append([]string{"--cni-bin-dir", n.d("host/opt/cni/bin"), "--cni-conf-dir", n.d("host/etc/cni/net.d"),
-			"--state-dir", n.d("host/var/lib/mesh-cni"), "--run-dir", n.d("host/var/run/mesh-cni"),
-			"--host-state-dir", n.d("host/var/lib/mesh-cni"), "--host-run-dir", n.d("host/var/run/mesh-cni"),
-			"--plugin-config", n.d("cfg/plugin.json"), "--plugin-binary", plugin, "--host-tool-dirs", n.d("host/usr/sbin"),
-			"--token-path", n.d("sa/token"), "--probe-addr", n.probe, "--metrics-addr", freeAddrT(t), "--repair=false"}, extra...)...)
-		return n
-	}
-	readyz := func(n *refuseNode) (bool, string) {
-		r, err := http.Get("http://" + n.probe + "/readyz")
-		if err != nil {
-			return false, ""
-		}
-		defer r.Body.Close()
-		var b bytes.Buffer
-		b.ReadFrom(r.Body)
-		return r.StatusCode == 200, b.String()
-	}
 	// refused waits for every report of the refusal: /readyz, the Node's
 	// status annotation and a Warning Event on the Node, each naming want.
 	refused := func(t *testing.T, n *refuseNode, nodeName, want string) {

@@ -29,13 +29,13 @@ func cmdAdd(args *skel.CmdArgs) error {
 			return types.PrintResult(passThrough(conf), conf.CNIVersion)
 		}
 		log.Error("ADD failed", "pod", ev.Namespace+"/"+ev.Pod, "error", err.Error())
-		return err
+		return failed(&ev, err)
 	}
 
 	err = add(conf, args, log, &ev)
 	if err != nil {
 		log.Error("ADD failed", "pod", ev.Namespace+"/"+ev.Pod, "error", err.Error())
-		return err
+		return failed(&ev, err)
 	}
 	log.Info("ADD", "pod", ev.Namespace+"/"+ev.Pod, "decision", ev.Decision, "mesh", ev.Mesh,
 		"reason", ev.Reason, "backend", ev.Backend, "ms", time.Since(start).Milliseconds())

@@ -31,7 +31,7 @@ func cmdDel(args *skel.CmdArgs) error {
 	}
 	ev := node.Event{Command: "DEL", Decision: "deleted"}
 	if namespace, name, err := podID(args.Args); err == nil {
-		ev.Namespace, ev.Pod = namespace, name
+		ev.Namespace, ev.Pod, ev.PodUID = namespace, name, podUID(args.Args)
 	}
 	defer func() { report(conf.ReportSocket, ev, start) }()
 
@@ -47,8 +47,7 @@ func cmdDel(args *skel.CmdArgs) error {
 			log.Debug("netns already gone", "netns", args.Netns)
 			return nil
 		}
-		ev.Decision = "failed"
-		return cniErr(ErrApply, "open netns %s: %v", args.Netns, err)
+		return failed(&ev, cniErr(ErrApply, "open netns %s: %v", args.Netns, err))
 	}
 	netns.Close()
 
@@ -59,8 +58,7 @@ func cmdDel(args *skel.CmdArgs) error {
 		log.Warn("backend unusable on this host, deleting through netlink", "backend", conf.Backend, "error", err.Error())
 		ev.Backend, ev.Fallback = "netlink", conf.Backend
 		if err := backend.DeleteAll(args.Netns); err != nil {
-			ev.Decision = "failed"
-			return cniErr(ErrApply, "remove rules from %s: %v", args.Netns, err)
+			return failed(&ev, cniErr(ErrApply, "remove rules from %s: %v", args.Netns, err))
 		}
 		return nil
 	}
@@ -70,9 +68,8 @@ func cmdDel(args *skel.CmdArgs) error {
 		if errors.As(err, &gone) {
 			return nil
 		}
-		ev.Decision = "failed"
 		log.Error("DEL failed", "error", err.Error())
-		return cniErr(ErrApply, "remove rules from %s with %s: %v", args.Netns, b.Name(), err)
+		return failed(&ev, cniErr(ErrApply, "remove rules from %s with %s: %v", args.Netns, b.Name(), err))
 	}
 	log.Info("DEL", "pod", ev.Namespace+"/"+ev.Pod, "backend", ev.Backend, "ms", time.Since(start).Milliseconds())
 	return nil

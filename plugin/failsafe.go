@@ -19,7 +19,7 @@ func exemptDespite(conf *config.NetConf, perr error, args *skel.CmdArgs, log *sl
 	if err != nil {
 		return false
 	}
-	ev.Namespace, ev.Pod = namespace, name
+	ev.Namespace, ev.Pod, ev.PodUID = namespace, name, podUID(args.Args)
 	why := conf.Exempt(namespace, name)
 	if why == "" {
 		ev.Reason = "invalid-config"

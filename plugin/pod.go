@@ -35,6 +35,15 @@ func podID(cniArgs string) (namespace, name string, err error) {
 	return namespace, name, nil
 }
 
+// podUID is the pod's UID from CNI_ARGS, when the runtime passes it.
+func podUID(cniArgs string) string {
+	a, err := config.ParseArgs(cniArgs)
+	if err != nil {
+		return ""
+	}
+	return string(a.K8S_POD_UID)
+}
+
 // podFamilies lists the address families the pod has addresses in: from
 // prevResult when chained, else from the addresses in its netns.
 func podFamilies(res *current.Result, netns string) ([]rules.Family, error) {
@@ -87,7 +96,7 @@ func judgePod(conf *config.NetConf, args *skel.CmdArgs, log *slog.Logger, ev *no
 	if err != nil {
 		return mesh.Decision{}, err
 	}
-	ev.Namespace, ev.Pod = namespace, name
+	ev.Namespace, ev.Pod, ev.PodUID = namespace, name, podUID(args.Args)
 	if why := conf.Exempt(namespace, name); why != "" {
 		ev.Decision, ev.Reason = "skipped", why
 		return mesh.Decision{Reason: why}, nil

@@ -5,6 +5,7 @@ import (
 	"net"
 	"time"
 
+	"github.com/mesh-cni/mesh-cni/pkg/config"
 	"github.com/mesh-cni/mesh-cni/pkg/node"
 )
 
@@ -27,4 +28,11 @@ func report(path string, ev node.Event, start time.Time) {
 	defer c.Close()
 	_ = c.SetWriteDeadline(time.Now().Add(reportDeadline))
 	_, _ = c.Write(b)
+}
+
+// failed marks ev as failed with err's text, which the agent puts in a
+// Warning Event on the pod, and returns err.
+func failed(ev *node.Event, err error) error {
+	ev.Decision, ev.Message = "failed", config.Clip(err.Error())
+	return err
 }

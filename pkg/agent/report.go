@@ -18,6 +18,12 @@ import (
 // with a short deadline and drops the event when nobody listens, so this
 // is never on its critical path.
 func ServeReports(ctx context.Context, path string, log *slog.Logger) error {
+	return ServeReportsTo(ctx, path, log, nil)
+}
+
+// ServeReportsTo is ServeReports that also hands each valid report to on
+// (when not nil), after the metrics have counted it.
+func ServeReportsTo(ctx context.Context, path string, log *slog.Logger, on func(node.Event)) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return fmt.Errorf("report socket dir: %w", err)
 	}
@@ -58,6 +64,9 @@ func ServeReports(ctx context.Context, path string, log *slog.Logger) error {
 			continue
 		}
 		Observe(ev)
+		if on != nil {
+			on(ev)
+		}
 	}
 }
 

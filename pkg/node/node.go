@@ -103,4 +103,6 @@ type Event struct {
 	Seconds   float64 `json:"seconds"`
 	Namespace string  `json:"namespace,omitempty"`
 	Pod       string  `json:"pod,omitempty"`
+	PodUID    string  `json:"podUID,omitempty"`  // from CNI_ARGS, so the agent's Event lands on this pod
+	Message   string  `json:"message,omitempty"` // what failed, for a person (the error, clipped)
 }
