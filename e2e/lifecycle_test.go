@@ -149,7 +149,7 @@ var _ = Describe("helm upgrade", Serial, Ordered, Label("upgrade"), func() {
 					names = append(names, p.Name)
 					mu.Unlock()
 				}
-				time.Sleep(700 * time.Millisecond)
+				time.Sleep(700 * time.Millisecond) // pacing of the load, not a wait: a slower upgrade meets more pods
 			}
 		}()
 		helmInstall(repo, "e2e-upgrade", "--set", "logLevel=debug")

@@ -151,17 +151,20 @@ func freeAddr(b *testing.B) string {
 }
 
 func waitReady(b *testing.B, addr string, logs *bytes.Buffer) {
-	deadline := time.Now().Add(20 * time.Second)
-	for time.Now().Before(deadline) {
-		if r, err := http.Get("http://" + addr + "/readyz"); err == nil {
-			r.Body.Close()
-			if r.StatusCode == 200 {
-				return
-			}
+	err := testenv.WaitFor(testenv.Timeout(), func() error {
+		r, err := http.Get("http://" + addr + "/readyz")
+		if err != nil {
+			return err
 		}
-		time.Sleep(50 * time.Millisecond)
+		r.Body.Close()
+		if r.StatusCode != 200 {
+			return fmt.Errorf("readyz %d", r.StatusCode)
+		}
+		return nil
+	})
+	if err != nil {
+		b.Fatalf("agent never ready: %v\n%s", err, logs.String())
 	}
-	b.Fatalf("agent never ready:\n%s", logs.String())
 }
 
 // procMem returns the memory lines of /proc/PID/status, in KiB.

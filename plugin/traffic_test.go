@@ -11,6 +11,8 @@ import (
 	"time"
 
 	current "github.com/containernetworking/cni/pkg/types/100"
+
+	"github.com/mesh-cni/mesh-cni/pkg/testenv"
 )
 
 // record is what testproxy answers: who accepted the connection and the
@@ -59,27 +61,21 @@ func serveIn(t *testing.T, netns string, uid int, argv ...string) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	for i := 0; i < 100; i++ {
-		if _, err := os.Stat(ready); err == nil {
-			return
-		}
-		time.Sleep(50 * time.Millisecond)
+	if err := testenv.WaitFor(testenv.Timeout(), func() error { _, err := os.Stat(ready); return err }); err != nil {
+		t.Fatalf("%v never got ready: %v", argv, err)
 	}
-	t.Fatalf("%v never got ready", argv)
 }
 
 // connectFrom dials addr from the netns as uid and returns who answered.
 func connectFrom(t *testing.T, proxy, netns string, uid int, addr string) record {
 	t.Helper()
 	var out []byte
-	var err error
-	for i := 0; i < 5; i++ { // IPv6 addresses may still be settling
-		out, err = inNetns(t, netns, uid, proxy, "connect", "-timeout", "2s", addr).CombinedOutput()
-		if err == nil {
-			break
-		}
-		time.Sleep(300 * time.Millisecond)
-	}
+	// Retried within the shared timeout: IPv6 addresses may still be settling.
+	err := testenv.WaitFor(testenv.Timeout(), func() error {
+		var err error
+		out, err = inNetns(t, netns, uid, proxy, "connect", "-timeout", testenv.Scale(2*time.Second).String(), addr).CombinedOutput()
+		return err
+	})
 	if err != nil {
 		t.Fatalf("connect %s from uid %d: %v: %s", addr, uid, err, out)
 	}

@@ -3,7 +3,6 @@ package agent
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"io"
 	"log/slog"
 	"net"
@@ -103,16 +102,6 @@ func (f *fixture) start(t *testing.T) (stop func()) {
 	return stop
 }
 
-func eventually(t *testing.T, what string, ok func() bool) {
-	t.Helper()
-	testenv.Eventually(t, "waiting for "+what, func() error {
-		if !ok() {
-			return errors.New("not yet")
-		}
-		return nil
-	})
-}
-
 func fixtureBytes(t *testing.T, name string) []byte {
 	b, err := os.ReadFile(filepath.Join("../install/testdata/conflists", name))
 	if err != nil {
@@ -126,7 +115,7 @@ func TestMarkerOnlyWhenEverythingInPlace(t *testing.T) {
 	// A marker from an earlier run must not survive an unchecked start.
 	os.WriteFile(f.run+"/ready", []byte(`{"binary":"x","conf":"y"}`), 0o644)
 	f.start(t)
-	eventually(t, "stale marker removed", func() bool { _, err := os.Stat(f.run + "/ready"); return os.IsNotExist(err) })
+	testenv.EventuallyTrue(t, "stale marker removed", func() bool { _, err := os.Stat(f.run + "/ready"); return os.IsNotExist(err) })
 	if st := f.a.Status(); st.Ready || !strings.Contains(st.Reason, "no primary CNI config") {
 		t.Fatalf("status %+v", st)
 	}
@@ -134,7 +123,7 @@ func TestMarkerOnlyWhenEverythingInPlace(t *testing.T) {
 		t.Errorf("ready gauge %v", got)
 	}
 	os.WriteFile(f.conf+"/10-kindnet.conflist", fixtureBytes(t, "kindnet-ipv4.conflist"), 0o644)
-	eventually(t, "ready", func() bool { return f.a.Status().Ready })
+	testenv.EventuallyTrue(t, "ready", func() bool { return f.a.Status().Ready })
 	m, err := node.ReadMarker(f.run + "/ready")
 	if err != nil {
 		t.Fatal(err)
@@ -147,13 +136,13 @@ func TestMarkerOnlyWhenEverythingInPlace(t *testing.T) {
 	}
 	// The primary config disappears: not ready, marker gone.
 	os.Remove(f.conf + "/10-kindnet.conflist")
-	eventually(t, "not ready", func() bool { return !f.a.Status().Ready })
+	testenv.EventuallyTrue(t, "not ready", func() bool { return !f.a.Status().Ready })
 	if _, err := os.Stat(f.run + "/ready"); !os.IsNotExist(err) {
 		t.Errorf("marker still there: %v", err)
 	}
 	// Published asynchronously: ready (with the marker's fields), then
 	// not ready with a reason.
-	eventually(t, "status published", func() bool {
+	testenv.EventuallyTrue(t, "status published", func() bool {
 		f.mu.Lock()
 		defer f.mu.Unlock()
 		var sawReady, sawNotReady bool
@@ -175,12 +164,14 @@ func TestNotReadyWithoutKubeconfig(t *testing.T) {
 	f := newFixture(t, false)
 	os.WriteFile(f.conf+"/10-kindnet.conflist", fixtureBytes(t, "kindnet-ipv4.conflist"), 0o644)
 	f.start(t)
-	eventually(t, "installed", func() bool {
+	testenv.EventuallyTrue(t, "installed", func() bool {
 		b, _ := os.ReadFile(f.conf + "/10-kindnet.conflist")
 		return strings.Contains(string(b), "mesh-cni")
 	})
-	time.Sleep(100 * time.Millisecond)
-	if st := f.a.Status(); st.Ready || !strings.Contains(st.Reason, "kubeconfig") {
+	// Readiness is decided once both the install pass and the kubeconfig
+	// attempt are done: wait for the latter to show in the reason.
+	testenv.EventuallyTrue(t, "the kubeconfig in the reason", func() bool { return strings.Contains(f.a.Status().Reason, "kubeconfig") })
+	if st := f.a.Status(); st.Ready {
 		t.Fatalf("status %+v", st)
 	}
 	if _, err := os.Stat(f.run + "/ready"); !os.IsNotExist(err) {
@@ -192,13 +183,17 @@ func TestTokenRotationAndReadOnlyBinDir(t *testing.T) {
 	f := newFixture(t, true)
 	os.WriteFile(f.conf+"/10-kindnet.conflist", fixtureBytes(t, "kindnet-ipv4.conflist"), 0o644)
 	f.start(t)
-	eventually(t, "ready", func() bool { return f.a.Status().Ready })
+	testenv.EventuallyTrue(t, "ready", func() bool { return f.a.Status().Ready })
 	os.WriteFile(f.token, []byte("tok-2"), 0o600)
-	eventually(t, "token rotated", func() bool { b, _ := os.ReadFile(f.state + "/kubeconfig"); return strings.Contains(string(b), "tok-2") })
+	testenv.EventuallyTrue(t, "token rotated", func() bool { b, _ := os.ReadFile(f.state + "/kubeconfig"); return strings.Contains(string(b), "tok-2") })
 	// An empty token (mid-rotation): the last good kubeconfig stays and
-	// the node stays ready on it.
+	// the node stays ready on it. The failure counter says the agent has
+	// read it.
+	failures := value(metrics.Installs.WithLabelValues("kubeconfig_failure"))
 	os.WriteFile(f.token, nil, 0o600)
-	time.Sleep(200 * time.Millisecond)
+	testenv.EventuallyTrue(t, "the empty token read", func() bool {
+		return value(metrics.Installs.WithLabelValues("kubeconfig_failure")) > failures
+	})
 	if b, _ := os.ReadFile(f.state + "/kubeconfig"); !strings.Contains(string(b), "tok-2") {
 		t.Error("kubeconfig lost on a bad token")
 	}
@@ -207,12 +202,12 @@ func TestTokenRotationAndReadOnlyBinDir(t *testing.T) {
 	}
 	// No kubeconfig at all and none can be written: not ready.
 	os.Remove(f.state + "/kubeconfig")
-	eventually(t, "not ready", func() bool { return !f.a.Status().Ready })
+	testenv.EventuallyTrue(t, "not ready", func() bool { return !f.a.Status().Ready })
 	if _, err := os.Stat(f.run + "/ready"); !os.IsNotExist(err) {
 		t.Error("marker kept without a kubeconfig")
 	}
 	os.WriteFile(f.token, []byte("tok-3"), 0o600)
-	eventually(t, "ready again", func() bool { return f.a.Status().Ready })
+	testenv.EventuallyTrue(t, "ready again", func() bool { return f.a.Status().Ready })
 }
 
 func TestUninstallOrder(t *testing.T) {
@@ -220,7 +215,7 @@ func TestUninstallOrder(t *testing.T) {
 	orig := fixtureBytes(t, "kindnet-ipv4.conflist")
 	os.WriteFile(f.conf+"/10-kindnet.conflist", orig, 0o644)
 	f.start(t)
-	eventually(t, "ready", func() bool { return f.a.Status().Ready })
+	testenv.EventuallyTrue(t, "ready", func() bool { return f.a.Status().Ready })
 	// A broken primary at uninstall: the binary must stay, since the
 	// config still names it.
 	os.WriteFile(f.conf+"/10-kindnet.conflist", append(append([]byte{}, orig...), '}'), 0o644)
@@ -240,7 +235,7 @@ func TestReportSocket(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- ServeReports(ctx, sock, slog.New(slog.NewTextHandler(io.Discard, nil))) }()
-	eventually(t, "socket", func() bool { _, err := os.Stat(sock); return err == nil })
+	testenv.EventuallyTrue(t, "socket", func() bool { _, err := os.Stat(sock); return err == nil })
 	before := value(metrics.PluginDecisions.WithLabelValues("ADD", "failed", "lookup-timeout", "istio"))
 	dropped := value(metrics.ReportsDropped)
 	fallbacks := value(metrics.BackendFallbacks.WithLabelValues("iptables-legacy"))
@@ -259,7 +254,7 @@ func TestReportSocket(t *testing.T) {
 	}
 	c.Write([]byte("{not json"))
 	c.Write([]byte(`{"cmd":"ADD"}`))
-	eventually(t, "events counted", func() bool {
+	testenv.EventuallyTrue(t, "events counted", func() bool {
 		return value(metrics.PluginDecisions.WithLabelValues("ADD", "failed", "lookup-timeout", "istio")) == before+2 &&
 			value(metrics.ReportsDropped) == dropped+2 &&
 			value(metrics.BackendFallbacks.WithLabelValues("iptables-legacy")) == fallbacks+1
@@ -294,7 +289,7 @@ func TestProbes(t *testing.T) {
 	}
 	os.WriteFile(f.conf+"/10-kindnet.conflist", fixtureBytes(t, "kindnet-ipv4.conflist"), 0o644)
 	f.start(t)
-	eventually(t, "ready", func() bool { return get("/readyz") == 200 })
+	testenv.EventuallyTrue(t, "ready", func() bool { return get("/readyz") == 200 })
 	if get("/healthz") != 200 {
 		t.Error("not healthy while running")
 	}
@@ -320,7 +315,7 @@ func TestNoFlapWhilePrimaryWrites(t *testing.T) {
 	p := f.conf + "/10-calico.conflist"
 	os.WriteFile(p, orig, 0o644)
 	f.start(t)
-	eventually(t, "ready published", func() bool {
+	testenv.EventuallyTrue(t, "ready published", func() bool {
 		f.mu.Lock()
 		defer f.mu.Unlock()
 		return len(f.published) > 0 && f.published[len(f.published)-1].Ready
@@ -335,7 +330,7 @@ func TestNoFlapWhilePrimaryWrites(t *testing.T) {
 			t.Fatalf("not ready while the primary was mid-write: %s", f.a.Status().Reason)
 		}
 		os.WriteFile(p, orig, 0o644)
-		eventually(t, "re-chained", func() bool { b, _ := os.ReadFile(p); return strings.Contains(string(b), "mesh-cni") })
+		testenv.EventuallyTrue(t, "re-chained", func() bool { b, _ := os.ReadFile(p); return strings.Contains(string(b), "mesh-cni") })
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/mesh-cni/mesh-cni/pkg/node"
+	"github.com/mesh-cni/mesh-cni/pkg/testenv"
 )
 
 // The ready time says since when pods on the node start meshed. A restart
@@ -54,7 +55,7 @@ func TestReadyTimeAcrossRestarts(t *testing.T) {
 			f := newFixtureIn(t, root, true, nil)
 			os.WriteFile(f.conf+"/10-kindnet.conflist", fixtureBytes(t, "kindnet-ipv4.conflist"), 0o644)
 			stop := f.start(t)
-			eventually(t, "ready", func() bool { return f.a.Status().Ready })
+			testenv.EventuallyTrue(t, "ready", func() bool { return f.a.Status().Ready })
 			stop()
 			// Age the first run's ready time so a new one is told apart.
 			m, err := node.ReadMarker(f.run + "/ready")
@@ -69,7 +70,7 @@ func TestReadyTimeAcrossRestarts(t *testing.T) {
 
 			f2 := newFixtureIn(t, root, true, published)
 			f2.start(t)
-			eventually(t, "ready after restart", func() bool { return f2.a.Status().Ready })
+			testenv.EventuallyTrue(t, "ready after restart", func() bool { return f2.a.Status().Ready })
 			st := f2.a.Status()
 			m2, err := node.ReadMarker(f2.run + "/ready")
 			if err != nil {
@@ -84,7 +85,7 @@ func TestReadyTimeAcrossRestarts(t *testing.T) {
 			if !c.keepsTime && time.Since(st.Time) > time.Minute {
 				t.Errorf("new ready time %v is not now", st.Time)
 			}
-			eventually(t, "published", func() bool {
+			testenv.EventuallyTrue(t, "published", func() bool {
 				f2.mu.Lock()
 				defer f2.mu.Unlock()
 				for _, p := range f2.published {
@@ -104,13 +105,13 @@ func TestReadyTimeMovesOnRealTransition(t *testing.T) {
 	primary := f.conf + "/10-kindnet.conflist"
 	os.WriteFile(primary, fixtureBytes(t, "kindnet-ipv4.conflist"), 0o644)
 	f.start(t)
-	eventually(t, "ready", func() bool { return f.a.Status().Ready })
+	testenv.EventuallyTrue(t, "ready", func() bool { return f.a.Status().Ready })
 	first := f.a.Status().Time
 	time.Sleep(1100 * time.Millisecond) // the time has one-second resolution
 	os.Remove(primary)
-	eventually(t, "not ready", func() bool { return !f.a.Status().Ready })
+	testenv.EventuallyTrue(t, "not ready", func() bool { return !f.a.Status().Ready })
 	os.WriteFile(primary, fixtureBytes(t, "kindnet-ipv4.conflist"), 0o644)
-	eventually(t, "ready again", func() bool { return f.a.Status().Ready })
+	testenv.EventuallyTrue(t, "ready again", func() bool { return f.a.Status().Ready })
 	if again := f.a.Status().Time; !again.After(first) {
 		t.Errorf("ready time after not-ready %v, before %v", again, first)
 	}

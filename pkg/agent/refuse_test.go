@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/mesh-cni/mesh-cni/pkg/install"
+	"github.com/mesh-cni/mesh-cni/pkg/testenv"
 )
 
 // A bad value in the chart's plugin settings: the agent keeps the entry it
@@ -41,7 +42,7 @@ func TestBadEntryKeepsLastGoodAndReports(t *testing.T) {
 	primary := f.conf + "/10-kindnet.conflist"
 	os.WriteFile(primary, fixtureBytes(t, "kindnet-ipv4.conflist"), 0o644)
 	f.start(t)
-	eventually(t, "ready", func() bool { return f.a.Status().Ready })
+	testenv.EventuallyTrue(t, "ready", func() bool { return f.a.Status().Ready })
 	good, _ := os.ReadFile(primary)
 
 	// Replaced whole, as kubelet updates a ConfigMap volume.
@@ -50,7 +51,7 @@ func TestBadEntryKeepsLastGoodAndReports(t *testing.T) {
 		os.Rename(settings+".new", settings)
 	}
 	put(`{"type":"mesh-cni","backend":"nft","meshes":{"istio":{"proxyUID":-5}}}`)
-	eventually(t, "not ready", func() bool { return !f.a.Status().Ready })
+	testenv.EventuallyTrue(t, "not ready", func() bool { return !f.a.Status().Ready })
 	st := f.a.Status()
 	if !strings.Contains(st.Reason, `invalid backend "nft"`) || !strings.Contains(st.Reason, "previous entry") {
 		t.Errorf("reason %q does not name the bad value and what stays", st.Reason)
@@ -64,7 +65,7 @@ func TestBadEntryKeepsLastGoodAndReports(t *testing.T) {
 	if rec.Code != http.StatusServiceUnavailable || !bytes.Contains(body, []byte(`"nft"`)) {
 		t.Errorf("/readyz: %d %s", rec.Code, body)
 	}
-	eventually(t, "published reason", func() bool {
+	testenv.EventuallyTrue(t, "published reason", func() bool {
 		f.mu.Lock()
 		defer f.mu.Unlock()
 		p := f.published[len(f.published)-1]
@@ -81,7 +82,7 @@ func TestBadEntryKeepsLastGoodAndReports(t *testing.T) {
 
 	// Fixed: ready again, chained with the new entry.
 	put(`{"type":"mesh-cni","backend":"nftables","logLevel":"debug"}`)
-	eventually(t, "ready again", func() bool { return f.a.Status().Ready })
+	testenv.EventuallyTrue(t, "ready again", func() bool { return f.a.Status().Ready })
 	if now, _ := os.ReadFile(primary); !bytes.Contains(now, []byte(`"logLevel": "debug"`)) {
 		t.Errorf("new entry not chained:\n%s", now)
 	}

@@ -3,6 +3,7 @@ package install
 import (
 	"bytes"
 	"context"
+	"errors"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -113,7 +114,7 @@ func TestWatch1000Rewrites(t *testing.T) {
 	if err := w.Add(e.conf); err != nil {
 		t.Fatal(err)
 	}
-	var writes, rechains atomic.Int64
+	var writes, rechains, passes atomic.Int64
 	var mu sync.Mutex
 	go func() {
 		for s := range ch {
@@ -125,6 +126,7 @@ func TestWatch1000Rewrites(t *testing.T) {
 				rechains.Add(1)
 			}
 			mu.Unlock()
+			passes.Add(1) // last: a counted pass has its write counted
 		}
 	}()
 	const n = 1000
@@ -152,10 +154,30 @@ func TestWatch1000Rewrites(t *testing.T) {
 		}
 		loadChained(t, path)
 	}
-	// Quiet: nothing more is written once the primary stops.
-	time.Sleep(300 * time.Millisecond)
+	// Quiet: nothing more is written once the primary stops. A rewrite of
+	// the chained file with its own bytes forces a pass; the first one also
+	// flushes the report of the last re-chain, and the next two (the
+	// rewrite's event, then the one our own write would cause) may not write.
+	forcePass := func() {
+		p0 := passes.Load()
+		cur, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		writeLikePrimary(t, path, cur, false)
+		if err := testenv.WaitFor(testenv.Timeout(), func() error {
+			if passes.Load() == p0 {
+				return errors.New("no pass yet")
+			}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	forcePass()
 	before := writes.Load()
-	time.Sleep(500 * time.Millisecond)
+	forcePass()
+	forcePass()
 	if after := writes.Load(); after != before {
 		t.Fatalf("agent kept writing after the primary stopped: %d → %d", before, after)
 	}

@@ -1,6 +1,7 @@
 package kindnode
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -9,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/mesh-cni/mesh-cni/pkg/testenv"
 )
 
 // TestThawUnderLetsAKillLand builds what a stuck kind node looks like: a
@@ -50,6 +53,8 @@ func TestThawUnderLetsAKillLand(t *testing.T) {
 	case <-done:
 		t.Fatal("the kill landed in a frozen cgroup: the premise of this test does not hold")
 	case <-time.After(300 * time.Millisecond):
+		// A premise check, not a wait: a frozen task cannot die, however
+		// long we give it; this only catches a kernel that kills anyway.
 	}
 
 	n, err := ThawUnder(nodeInit.Process.Pid)
@@ -61,7 +66,7 @@ func TestThawUnderLetsAKillLand(t *testing.T) {
 	}
 	select {
 	case <-done:
-	case <-time.After(5 * time.Second):
+	case <-time.After(testenv.Timeout()):
 		t.Fatal("the killed process still runs after the thaw")
 	}
 	if n, err := ThawUnder(nodeInit.Process.Pid); err != nil || n != 0 {
@@ -103,11 +108,14 @@ func write(t *testing.T, path, s string) {
 
 func waitState(t *testing.T, path, want string) {
 	t.Helper()
-	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+	err := testenv.WaitFor(testenv.Timeout(), func() error {
 		b, _ := os.ReadFile(path)
-		if strings.TrimSpace(string(b)) == want {
-			return
+		if got := strings.TrimSpace(string(b)); got != want {
+			return fmt.Errorf("%s is %q", path, got)
 		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("%s never became %s: %v", path, want, err)
 	}
-	t.Fatalf("%s never became %s", path, want)
 }

@@ -3,6 +3,7 @@ package rbac
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -136,7 +137,7 @@ func installRules(t *testing.T, env *testenv.Env, release, ns string, vals map[s
 func agentClient(t *testing.T, env *testenv.Env, ns, sa, node string) kubernetes.Interface {
 	t.Helper()
 	_, c := env.PodClient(t, ns, sa, "mesh-cni-agent-"+node, node)
-	eventually(t, "RBAC bindings active", func() bool {
+	testenv.EventuallyTrue(t, "RBAC bindings active", func() bool {
 		_, err := c.CoreV1().Pods("").List(context.Background(), metav1.ListOptions{Limit: 1})
 		return err == nil
 	})
@@ -208,7 +209,7 @@ func TestChartRBACCoversTheAgent(t *testing.T) {
 			if outcomes[0] != repair.Repaired {
 				t.Fatalf("repair as the chart's ServiceAccount: %s", outcomes[0])
 			}
-			eventually(t, "repair Event written", func() bool {
+			testenv.EventuallyTrue(t, "repair Event written", func() bool {
 				l, err := env.Client.CoreV1().Events(apps).List(ctx, metav1.ListOptions{})
 				if err != nil {
 					return false
@@ -465,13 +466,12 @@ func refused(t *testing.T, what string, err error) {
 
 func eventuallyErr(t *testing.T, what string, cond func() bool, last *error) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for: %s (last: %v)", what, *last)
+	testenv.Eventually(t, "waiting for "+what, func() error {
+		if !cond() {
+			return fmt.Errorf("last: %v", *last)
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // agentPodCache: the pod cache loads and answers as the agent.
@@ -549,16 +549,5 @@ func forbidden(t *testing.T, what string, err error) {
 	t.Helper()
 	if !apierrors.IsForbidden(err) {
 		t.Errorf("%s: want Forbidden, got %v", what, err)
-	}
-}
-
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(testenv.Timeout())
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for: %s", what)
-		}
-		time.Sleep(50 * time.Millisecond)
 	}
 }

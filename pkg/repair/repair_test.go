@@ -144,17 +144,6 @@ func hasEvent(t *testing.T, c kubernetes.Interface, ns, pod, reason string) bool
 	return false
 }
 
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(testenv.Timeout())
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for: %s", what)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
 // never checks that cond stays false while the controller has had time to act
 // (it has acted on the pods created before, which the caller waited for).
 func never(t *testing.T, what string, cond func() bool) {
@@ -178,12 +167,12 @@ func TestEvictPolicy(t *testing.T) {
 	a := startRepair(t, env.Client, Options{NodeName: "rp-evict", Policy: Evict})
 
 	for _, name := range []string{"istio-broken", "linkerd-broken"} {
-		eventually(t, name+" evicted", func() bool { return terminating(t, env.Client, ns, name) })
-		eventually(t, name+" event", func() bool { return hasEvent(t, env.Client, ns, name, ReasonEvicted) })
+		testenv.EventuallyTrue(t, name+" evicted", func() bool { return terminating(t, env.Client, ns, name) })
+		testenv.EventuallyTrue(t, name+" event", func() bool { return hasEvent(t, env.Client, ns, name, ReasonEvicted) })
 	}
 	// A pod that breaks later is found through the watch.
 	podWithValidator(t, env.Client, ns, "late", "rp-evict", "mesh-cni-validator", 97, nil)
-	eventually(t, "late evicted", func() bool { return terminating(t, env.Client, ns, "late") })
+	testenv.EventuallyTrue(t, "late evicted", func() bool { return terminating(t, env.Client, ns, "late") })
 
 	for _, name := range []string{"healthy", "other-code", "other-node"} {
 		never(t, name+" evicted", func() bool { return terminating(t, env.Client, ns, name) })
@@ -226,8 +215,8 @@ func TestEvictRespectsDisruptionBudget(t *testing.T) {
 
 	base := 200 * time.Millisecond
 	a := startRepair(t, env.Client, Options{NodeName: "rp-pdb", Policy: Evict, RetryBase: base, RetryMax: 2 * time.Second})
-	eventually(t, "three blocked attempts", func() bool { return a.count(Blocked) >= 3 })
-	eventually(t, "blocked event", func() bool { return hasEvent(t, env.Client, ns, "guarded", ReasonEvictionBlocked) })
+	testenv.EventuallyTrue(t, "three blocked attempts", func() bool { return a.count(Blocked) >= 3 })
+	testenv.EventuallyTrue(t, "blocked event", func() bool { return hasEvent(t, env.Client, ns, "guarded", ReasonEvictionBlocked) })
 	never(t, "guarded pod evicted despite its budget", func() bool { return terminating(t, env.Client, ns, "guarded") })
 	a.mu.Lock()
 	gap := a.times[2].Sub(a.times[0])
@@ -242,8 +231,8 @@ func TestEvictRespectsDisruptionBudget(t *testing.T) {
 	if _, err := env.Client.PolicyV1().PodDisruptionBudgets(ns).Patch(ctx, pdb.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "evicted once the budget allows it", func() bool { return terminating(t, env.Client, ns, "guarded") })
-	eventually(t, "evicted event", func() bool { return hasEvent(t, env.Client, ns, "guarded", ReasonEvicted) })
+	testenv.EventuallyTrue(t, "evicted once the budget allows it", func() bool { return terminating(t, env.Client, ns, "guarded") })
+	testenv.EventuallyTrue(t, "evicted event", func() bool { return hasEvent(t, env.Client, ns, "guarded", ReasonEvicted) })
 }
 
 // delete ignores budgets, by definition.
@@ -265,8 +254,8 @@ func TestDeletePolicy(t *testing.T) {
 	podWithValidator(t, env.Client, ns, "broken", "rp-delete", "linkerd-network-validator", 95, map[string]string{"app": "x"})
 	podWithValidator(t, env.Client, ns, "healthy", "rp-delete", "linkerd-network-validator", 0, map[string]string{"app": "x"})
 	a := startRepair(t, env.Client, Options{NodeName: "rp-delete", Policy: Delete})
-	eventually(t, "deleted", func() bool { return terminating(t, env.Client, ns, "broken") })
-	eventually(t, "deleted event", func() bool { return hasEvent(t, env.Client, ns, "broken", ReasonDeleted) })
+	testenv.EventuallyTrue(t, "deleted", func() bool { return terminating(t, env.Client, ns, "broken") })
+	testenv.EventuallyTrue(t, "deleted event", func() bool { return hasEvent(t, env.Client, ns, "broken", ReasonDeleted) })
 	never(t, "healthy deleted", func() bool { return terminating(t, env.Client, ns, "healthy") })
 	if a.count(Repaired) != 1 {
 		t.Fatalf("attempts: %v", a.list)
@@ -280,10 +269,10 @@ func TestLabelPolicy(t *testing.T) {
 	env.Node(t, "rp-label")
 	podWithValidator(t, env.Client, ns, "broken", "rp-label", "mesh-cni-validator", 97, map[string]string{"app": "web"})
 	a := startRepair(t, env.Client, Options{NodeName: "rp-label", Policy: Label, Label: "example.com/unmeshed=yes"})
-	eventually(t, "labelled", func() bool {
+	testenv.EventuallyTrue(t, "labelled", func() bool {
 		return getPod(t, env.Client, ns, "broken").Labels["example.com/unmeshed"] == "yes"
 	})
-	eventually(t, "label event", func() bool { return hasEvent(t, env.Client, ns, "broken", ReasonLabeled) })
+	testenv.EventuallyTrue(t, "label event", func() bool { return hasEvent(t, env.Client, ns, "broken", ReasonLabeled) })
 	p := getPod(t, env.Client, ns, "broken")
 	if p.DeletionTimestamp != nil || p.Labels["app"] != "web" {
 		t.Fatalf("label policy changed more than the label: %+v", p.ObjectMeta)
@@ -295,11 +284,11 @@ func TestLabelPolicy(t *testing.T) {
 		t.Fatal(err)
 	}
 	podWithValidator(t, env.Client, ns, "marker", "rp-label", "istio-validation", 126, nil)
-	eventually(t, "marker labelled (the queue moved past the update)", func() bool {
+	testenv.EventuallyTrue(t, "marker labelled (the queue moved past the update)", func() bool {
 		return getPod(t, env.Client, ns, "marker").Labels["example.com/unmeshed"] == "yes"
 	})
 	// OnAttempt runs after the patch returns: the label can be seen first.
-	eventually(t, "marker's attempt counted", func() bool { return a.count(Repaired) >= 2 })
+	testenv.EventuallyTrue(t, "marker's attempt counted", func() bool { return a.count(Repaired) >= 2 })
 	if n := a.count(Repaired); n != 2 {
 		t.Fatalf("label attempts: %d, want 2 (%v)", n, a.list)
 	}
@@ -318,11 +307,11 @@ func TestValidatorsAndSelector(t *testing.T) {
 		NodeName: "rp-custom", Policy: Delete, LabelSelector: "mesh=yes",
 		Validators: []Validator{{Container: "custom-check", ExitCode: 3}},
 	})
-	eventually(t, "custom validator's pod deleted", func() bool { return terminating(t, env.Client, ns, "custom") })
+	testenv.EventuallyTrue(t, "custom validator's pod deleted", func() bool { return terminating(t, env.Client, ns, "custom") })
 	// The marker pod is queued after the others: once it is repaired, the
 	// others have been judged.
 	podWithValidator(t, env.Client, ns, "marker", "rp-custom", "custom-check", 3, meshed)
-	eventually(t, "marker deleted", func() bool { return terminating(t, env.Client, ns, "marker") })
+	testenv.EventuallyTrue(t, "marker deleted", func() bool { return terminating(t, env.Client, ns, "marker") })
 	never(t, "pod outside the selector deleted", func() bool { return terminating(t, env.Client, ns, "custom-unselected") })
 	never(t, "default validator still recognised", func() bool { return terminating(t, env.Client, ns, "istio") })
 	if n := a.count(Repaired); n != 2 {

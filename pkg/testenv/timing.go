@@ -1,6 +1,7 @@
 package testenv
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"slices"
@@ -36,6 +37,17 @@ func Eventually(t testing.TB, what string, cond func() error) {
 	if err := WaitFor(Timeout(), cond); err != nil {
 		t.Fatalf("%s: %v", what, err)
 	}
+}
+
+// EventuallyTrue is Eventually for a condition that has no error to tell.
+func EventuallyTrue(t testing.TB, what string, ok func() bool) {
+	t.Helper()
+	Eventually(t, "waiting for "+what, func() error {
+		if !ok() {
+			return errors.New("not yet")
+		}
+		return nil
+	})
 }
 
 // WaitFor polls cond until it returns nil or timeout passes; it returns the
