@@ -67,7 +67,7 @@ func trafficTest(t *testing.T, b backend.Backend, mode rules.Mode) {
 	tp := newTopo(t)
 	tp.start(t, tp.peer, 0, "-name", "peer", "-ports", fmt.Sprintf("%d,%d,53", appPort, ignoredOut))
 	tp.start(t, tp.pod, appUID, "-name", "app", "-ports", fmt.Sprintf("%d,%d", appPort, ignoredIn))
-	proxyLog := filepath.Join(tp.dir, "proxy.log")
+	proxyLog := filepath.Join(tp.Dir(), "proxy.log")
 	proxyArgs := []string{"-name", "proxy", "-outbound", fmt.Sprint(outboundPort), "-inbound", fmt.Sprint(inboundPort), "-dns", fmt.Sprint(dnsPort), "-log", proxyLog}
 	if mode == rules.TProxy {
 		proxyArgs = append(proxyArgs, "-tproxy")
