@@ -60,6 +60,7 @@ test-fuzz:
 	$(call fuzz,FuzzChain,120000x,./pkg/install)
 	$(call fuzz,FuzzEntry,200000x,./pkg/install)
 	$(call fuzz,FuzzParse,250000x,./pkg/config)
+	$(call fuzz,FuzzNoAppIdentityExempt,20000x,./pkg/contract)
 
 bench: bench-agent bench-backend bench-plugin bench-chart bench-podcache
 

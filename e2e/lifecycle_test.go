@@ -52,6 +52,13 @@ func primaryConf(n nodes.Node) (string, string) {
 	return path, body
 }
 
+// inode is the inode number of a file on a kind node.
+func inode(n nodes.Node, path string) string {
+	out, err := nodeExec(n, "stat", "-c", "%i", path)
+	Expect(err).NotTo(HaveOccurred(), out)
+	return strings.TrimSpace(out)
+}
+
 // pluginTypes lists the "type" of every plugin in a conflist.
 func pluginTypes(conf string) []string {
 	var c struct {
@@ -80,6 +87,7 @@ var _ = Describe("primary CNI rewrites its conflist", Serial, Ordered, Label("re
 		path, before := primaryConf(node)
 		Expect(pluginTypes(before)).To(ContainElement("mesh-cni"), "%s on %s", path, a)
 
+		oldInode := inode(node, path)
 		By("restarting the primary's pod on " + a + ": it writes its conflist afresh at start")
 		pods, err := client.CoreV1().Pods("kube-system").List(ctx, metav1.ListOptions{
 			FieldSelector: "spec.nodeName=" + a,
@@ -94,10 +102,14 @@ var _ = Describe("primary CNI rewrites its conflist", Serial, Ordered, Label("re
 		}
 		Expect(restarted).To(Equal(1), "the primary CNI's pod on %s", a)
 
-		Eventually(ctx, func() []string {
+		// Done when the file is a new one (the primary's write, then ours,
+		// each replace it) and holds our entry again: the old file, still
+		// chained, must not count as re-chained.
+		Eventually(ctx, func(g Gomega) {
+			g.Expect(inode(node, path)).NotTo(Equal(oldInode), "%s not rewritten yet", path)
 			_, c := primaryConf(node)
-			return pluginTypes(c)
-		}).WithTimeout(testenv.Scale(90 * time.Second)).WithPolling(500 * time.Millisecond).Should(ContainElement("mesh-cni"))
+			g.Expect(pluginTypes(c)).To(ContainElement("mesh-cni"))
+		}).WithTimeout(testenv.Scale(90 * time.Second)).WithPolling(500 * time.Millisecond).Should(Succeed())
 
 		ns := newNamespace(ctx, "e2e-rewrite")
 		got := startPods(ctx, ns, plainPod("peer", b), meshedPod("client", a, linkerd, nil))
