@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -14,6 +15,7 @@ import (
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/kind/pkg/cluster/nodes"
 
 	"github.com/mesh-cni/mesh-cni/pkg/testenv"
@@ -52,13 +54,6 @@ func primaryConf(n nodes.Node) (string, string) {
 	return path, body
 }
 
-// inode is the inode number of a file on a kind node.
-func inode(n nodes.Node, path string) string {
-	out, err := nodeExec(n, "stat", "-c", "%i", path)
-	Expect(err).NotTo(HaveOccurred(), out)
-	return strings.TrimSpace(out)
-}
-
 // pluginTypes lists the "type" of every plugin in a conflist.
 func pluginTypes(conf string) []string {
 	var c struct {
@@ -87,26 +82,36 @@ var _ = Describe("primary CNI rewrites its conflist", Serial, Ordered, Label("re
 		path, before := primaryConf(node)
 		Expect(pluginTypes(before)).To(ContainElement("mesh-cni"), "%s on %s", path, a)
 
-		oldInode := inode(node, path)
 		By("restarting the primary's pod on " + a + ": it writes its conflist afresh at start")
 		pods, err := client.CoreV1().Pods("kube-system").List(ctx, metav1.ListOptions{
 			FieldSelector: "spec.nodeName=" + a,
 		})
 		Expect(err).NotTo(HaveOccurred())
 		restarted := 0
+		oldPods := map[types.UID]bool{}
 		for _, p := range pods.Items {
 			if app := p.Labels["app"]; app == "meshnet" || app == "kindnet" {
+				oldPods[p.UID] = true
 				Expect(client.CoreV1().Pods("kube-system").Delete(ctx, p.Name, metav1.DeleteOptions{})).To(Succeed())
 				restarted++
 			}
 		}
 		Expect(restarted).To(Equal(1), "the primary CNI's pod on %s", a)
 
-		// Done when the file is a new one (the primary's write, then ours,
-		// each replace it) and holds our entry again: the old file, still
-		// chained, must not count as re-chained.
+		// Re-chained means: the new primary pod has written its fresh
+		// conflist (its log says so) and the file holds our entry again.
+		// The old file, still chained, must not count.
 		Eventually(ctx, func(g Gomega) {
-			g.Expect(inode(node, path)).NotTo(Equal(oldInode), "%s not rewritten yet", path)
+			pods, err := client.CoreV1().Pods("kube-system").List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + a})
+			g.Expect(err).NotTo(HaveOccurred())
+			wrote := false
+			for _, p := range pods.Items {
+				if app := p.Labels["app"]; (app == "meshnet" || app == "kindnet") && !oldPods[p.UID] {
+					logs, err := client.CoreV1().Pods("kube-system").GetLogs(p.Name, &corev1.PodLogOptions{}).DoRaw(ctx)
+					wrote = wrote || (err == nil && strings.Contains(string(logs), "wrote ") && strings.Contains(string(logs), filepath.Base(path)))
+				}
+			}
+			g.Expect(wrote).To(BeTrue(), "the new primary pod on %s has not written %s yet", a, path)
 			_, c := primaryConf(node)
 			g.Expect(pluginTypes(c)).To(ContainElement("mesh-cni"))
 		}).WithTimeout(testenv.Scale(90 * time.Second)).WithPolling(500 * time.Millisecond).Should(Succeed())
