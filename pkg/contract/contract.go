@@ -6,63 +6,64 @@
 package contract
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
 	"strings"
 
+	corev1 "k8s.io/api/core/v1"
+
 	"github.com/mesh-cni/mesh-cni/pkg/mesh"
 	"github.com/mesh-cni/mesh-cni/pkg/rules"
 )
 
-// ImageIDsAnnotation gives fixture containers' image default identity,
-// "name=uid:gid,...". Without it an image runs as root (0:0), the OCI
-// default when the image sets no USER.
+// ImageIDsAnnotation describes fixture containers' images,
+// "name=uid:gid[+group...],...": the UID the image's USER names, that
+// user's primary group in the image's /etc/passwd and the groups its
+// /etc/group lists the user in (Image). A container without an entry runs
+// an image without USER (root).
 const ImageIDsAnnotation = "contract.mesh-cni.io/image-ids"
 
-// Identity is what a container's processes run with.
-type Identity struct {
-	UID, GID  int64
-	UIDPinned bool // from the spec, not the image
-	GIDPinned bool
-}
-
-// Effective is a container's identity as the kubelet gives it: the
-// container's securityContext, else the pod's, else the image's.
-func Effective(p *mesh.APIPod, c mesh.APIContainer, image Identity) Identity {
-	id := image
-	for _, sc := range []*mesh.APISecurityContext{p.Spec.SecurityContext, c.SecurityContext} {
-		if sc == nil {
-			continue
-		}
-		if sc.RunAsUser != nil {
-			id.UID, id.UIDPinned = *sc.RunAsUser, true
-		}
-		if sc.RunAsGroup != nil {
-			id.GID, id.GIDPinned = *sc.RunAsGroup, true
-		}
-	}
-	return id
-}
-
 // ImageIDs reads ImageIDsAnnotation.
-func ImageIDs(p *mesh.APIPod) (map[string]Identity, error) {
-	out := map[string]Identity{}
-	v := p.Metadata.Annotations[ImageIDsAnnotation]
+func ImageIDs(annotations map[string]string) (map[string]Image, error) {
+	out := map[string]Image{}
+	v := annotations[ImageIDsAnnotation]
 	if v == "" {
 		return out, nil
 	}
+	bad := fmt.Errorf("annotation %s=%q: want name=uid:gid[+group...],...", ImageIDsAnnotation, v)
 	for _, item := range strings.Split(v, ",") {
 		name, ids, ok := strings.Cut(strings.TrimSpace(item), "=")
-		u, g, ok2 := strings.Cut(ids, ":")
-		uid, err1 := strconv.ParseInt(u, 10, 64)
-		gid, err2 := strconv.ParseInt(g, 10, 64)
-		if !ok || !ok2 || err1 != nil || err2 != nil {
-			return nil, fmt.Errorf("annotation %s=%q: want name=uid:gid", ImageIDsAnnotation, v)
+		u, rest, ok2 := strings.Cut(ids, ":")
+		if !ok || !ok2 || name == "" {
+			return nil, bad
 		}
-		out[name] = Identity{UID: uid, GID: gid}
+		nums := append([]string{u}, strings.Split(rest, "+")...)
+		vals := make([]int64, len(nums))
+		for i, n := range nums {
+			x, err := strconv.ParseInt(n, 10, 64)
+			if err != nil || !validID(x) {
+				return nil, bad
+			}
+			vals[i] = x
+		}
+		out[name] = Image{UID: vals[0], GID: vals[1], Groups: vals[2:]}
 	}
 	return out, nil
+}
+
+// CorePod is p as a core/v1 Pod (the same JSON).
+func CorePod(p *mesh.APIPod) (*corev1.Pod, error) {
+	b, err := json.Marshal(p)
+	if err != nil {
+		return nil, err
+	}
+	var kp corev1.Pod
+	if err := json.Unmarshal(b, &kp); err != nil {
+		return nil, fmt.Errorf("pod %s/%s as core/v1: %w", p.Metadata.Namespace, p.Metadata.Name, err)
+	}
+	return &kp, nil
 }
 
 // Exempt lists the UIDs and GIDs the rules match.
@@ -88,7 +89,17 @@ func Exempt(rs rules.RuleSet) (uids, gids map[uint32]bool) {
 // refuses (an app with the proxy's UID) passes. Without the spec the UID
 // is the mesh's contract (apps must not run as the proxy's UID), so only
 // GIDs are checked there.
-func Check(meshes map[string]mesh.Config, p *mesh.APIPod, image map[string]Identity) error {
+func Check(meshes map[string]mesh.Config, p *mesh.APIPod, image map[string]Image) error {
+	kp, err := CorePod(p)
+	if err != nil {
+		return err
+	}
+	ids := map[string]Process{}
+	for _, c := range append(append([]mesh.APIContainer{}, p.Spec.InitContainers...), p.Spec.Containers...) {
+		if ids[c.Name], err = Kubelet(kp, c.Name, image[c.Name]); err != nil {
+			return err
+		}
+	}
 	full := p.Pod()
 	bare := full
 	bare.SpecKnown, bare.Containers, bare.InitContainers, bare.Labels = false, nil, nil, nil
@@ -110,24 +121,23 @@ func Check(meshes map[string]mesh.Config, p *mesh.APIPod, image map[string]Ident
 		rootProxy := false
 		for _, c := range append(append([]mesh.APIContainer{}, p.Spec.InitContainers...), p.Spec.Containers...) {
 			if c.Name == proxy {
-				id := Effective(p, c, image[c.Name])
-				rootProxy = id.UIDPinned && id.UID == 0
+				rootProxy = ids[c.Name].UIDPinned && ids[c.Name].UID == 0
 			}
 		}
 		for _, c := range append(append([]mesh.APIContainer{}, p.Spec.InitContainers...), p.Spec.Containers...) {
 			if c.Name == proxy || mesh.MeshOwned(c.Name) {
 				continue
 			}
-			id := Effective(p, c, image[c.Name])
+			id := ids[c.Name]
 			// A plain init container pinned to the proxy's UID is the
 			// meshes' documented opt-out (it runs before the proxy).
-			if pod.SpecKnown && id.UIDPinned && uids[uint32(id.UID)] && !initOptOut(p, c.Name) {
+			if pod.SpecKnown && id.UIDPinned && uids[id.UID] && !initOptOut(p, c.Name) {
 				errs = append(errs, fmt.Errorf("spec known: container %s uid %d is exempt", c.Name, id.UID))
 			}
 			// The one assumption (pkg/mesh/README.md): a root proxy has
 			// only its group to exempt, and an app group the spec does not
 			// pin is taken to differ from it.
-			if gids[uint32(id.GID)] && !(pod.SpecKnown && rootProxy && !id.GIDPinned) {
+			if gids[id.GID] && !(pod.SpecKnown && rootProxy && !id.GIDPinned) {
 				errs = append(errs, fmt.Errorf("spec known %v: container %s gid %d is exempt", pod.SpecKnown, c.Name, id.GID))
 			}
 		}

@@ -1,6 +1,7 @@
 package contract
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"testing"
@@ -32,13 +33,23 @@ func TestFixtures(t *testing.T) {
 			if err := yaml.Unmarshal(b, &p); err != nil {
 				t.Fatal(err)
 			}
-			d, err := mesh.Decide(meshes(), p.Pod(), nil)
-			if err != nil || !d.Meshed {
-				t.Fatalf("fixture is not meshed: %+v %v", d, err)
-			}
-			img, err := ImageIDs(&p)
+			kp, img, err := loadFixture(f)
 			if err != nil {
 				t.Fatal(err)
+			}
+			w, err := promised(kp, img)
+			if err != nil {
+				t.Fatal(err)
+			}
+			d, err := mesh.Decide(meshes(), p.Pod(), nil)
+			var ie *mesh.IdentityError
+			switch {
+			case w.refused != "":
+				if !errors.As(err, &ie) || ie.Container != w.refused {
+					t.Fatalf("want container %s refused, got %+v %v", w.refused, d, err)
+				}
+			case err != nil || !d.Meshed:
+				t.Fatalf("fixture is not meshed: %+v %v", d, err)
 			}
 			if err := Check(meshes(), &p, img); err != nil {
 				t.Error(err)

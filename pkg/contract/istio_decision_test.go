@@ -38,23 +38,6 @@ func istioGoldens(t *testing.T, dir string) map[string][]byte {
 	return out
 }
 
-// effectiveIstioID is a container's effective runAsUser/runAsGroup: its own
-// securityContext, else the pod's (nil: the image decides).
-func effectiveIstioID(pod *corev1.Pod, c *corev1.Container) (uid, gid *int64) {
-	if sc := pod.Spec.SecurityContext; sc != nil {
-		uid, gid = sc.RunAsUser, sc.RunAsGroup
-	}
-	if sc := c.SecurityContext; sc != nil {
-		if sc.RunAsUser != nil {
-			uid = sc.RunAsUser
-		}
-		if sc.RunAsGroup != nil {
-			gid = sc.RunAsGroup
-		}
-	}
-	return uid, gid
-}
-
 // istioOwn names the containers Istio injects; every other container is the
 // application's.
 var istioOwn = map[string]bool{"istio-proxy": true, "istio-validation": true}
@@ -96,9 +79,19 @@ func TestIstioInjectedPodsDecision(t *testing.T) {
 					t.Fatalf("%s: istio-init present; the goldens must be made with CNI mode on", name)
 				}
 			}
-			proxyUID, proxyGID := effectiveIstioID(&pod, proxy)
-			if proxyUID == nil {
+			// The images' own users do not matter here: the injector pins
+			// the proxy's identity, and an app's unpinned one is unknown to
+			// the plugin.
+			proxyID, err := Kubelet(&pod, proxy.Name, Image{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !proxyID.UIDPinned {
 				t.Fatalf("%s: istio-proxy has no runAsUser", name)
+			}
+			var proxyGID *int64
+			if proxyID.GIDPinned {
+				proxyGID = ptr(int64(proxyID.GID))
 			}
 
 			paths := map[string]mesh.Pod{
@@ -120,7 +113,7 @@ func TestIstioInjectedPodsDecision(t *testing.T) {
 				if !d.Meshed || d.Mesh != mesh.Istio {
 					t.Fatalf("%s: decision %+v, want meshed by istio", path, d)
 				}
-				checkIstioIdentity(t, path, d.Spec, &pod, *proxyUID, proxyGID, apps)
+				checkIstioIdentity(t, path, d.Spec, &pod, int64(proxyID.UID), proxyGID, apps)
 				checkIstioOutbound(t, path, d.Spec, &pod, proxy)
 			}
 		})
@@ -146,12 +139,15 @@ func checkIstioIdentity(t *testing.T, path string, s *rules.Spec, pod *corev1.Po
 		t.Errorf("%s: exempt GID %d, but istio-proxy runs with group %d", path, *s.ProxyGID, *proxyGID)
 	}
 	for _, c := range apps {
-		uid, gid := effectiveIstioID(pod, c)
-		if uid != nil && *uid == int64(s.ProxyUID) {
-			t.Errorf("%s: app container %q runs as UID %d, which is exempt", path, c.Name, *uid)
+		id, err := Kubelet(pod, c.Name, Image{})
+		if err != nil {
+			t.Fatal(err)
 		}
-		if gid != nil && s.ProxyGID != nil && *gid == int64(*s.ProxyGID) {
-			t.Errorf("%s: app container %q runs with GID %d, which is exempt", path, c.Name, *gid)
+		if id.UIDPinned && id.UID == s.ProxyUID {
+			t.Errorf("%s: app container %q runs as UID %d, which is exempt", path, c.Name, id.UID)
+		}
+		if id.GIDPinned && s.ProxyGID != nil && id.GID == *s.ProxyGID {
+			t.Errorf("%s: app container %q runs with GID %d, which is exempt", path, c.Name, id.GID)
 		}
 	}
 }

@@ -15,7 +15,7 @@ const istioStatus = `{"initContainers":["istio-validation"],"containers":["istio
 
 // genPod builds an injected pod and its images' default identities from
 // choices: pick(n) returns 0..n-1.
-func genPod(pick func(n int) int) (*mesh.APIPod, map[string]Identity) {
+func genPod(pick func(n int) int) (*mesh.APIPod, map[string]Image) {
 	id := func() *int64 {
 		if i := pick(len(ids) + 1); i < len(ids) {
 			return &ids[i]
@@ -49,9 +49,9 @@ func genPod(pick func(n int) int) (*mesh.APIPod, map[string]Identity) {
 	if pick(2) == 0 {
 		p.Spec.InitContainers = append(p.Spec.InitContainers, mesh.APIContainer{Name: "migrate", SecurityContext: sc()})
 	}
-	image := map[string]Identity{}
+	image := map[string]Image{}
 	for _, c := range append(p.Spec.InitContainers, p.Spec.Containers...) {
-		image[c.Name] = Identity{UID: ids[pick(len(ids))], GID: ids[pick(len(ids))]}
+		image[c.Name] = Image{UID: ids[pick(len(ids))], GID: ids[pick(len(ids))]}
 	}
 	return p, image
 }

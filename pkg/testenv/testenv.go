@@ -84,7 +84,8 @@ var (
 )
 
 // Main runs the tests of m and then stops the shared control plane if a
-// test started it. Call it from TestMain.
+// test started it, and removes the binaries GoBinary built. Call it from
+// TestMain.
 func Main(m *testing.M, opts ...Option) {
 	shared.Lock()
 	shared.main = true
@@ -102,6 +103,7 @@ func Main(m *testing.M, opts ...Option) {
 	for _, fn := range atExit {
 		fn()
 	}
+	removeBinaries()
 	os.Exit(code)
 }
 

@@ -6,11 +6,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -44,36 +44,11 @@ type Record struct {
 	UID    int    `json:"uid"`
 }
 
-var (
-	proxyOnce sync.Once
-	proxyBin  string
-	proxyErr  error
-)
-
-// TestProxy builds the test proxy once per test binary into a
-// world-readable dir, so processes of any UID can run it.
+// TestProxy builds the test proxy (testproxy/) once per test binary, so
+// processes of any UID can run it.
 func TestProxy(t testing.TB) string {
 	t.Helper()
-	proxyOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "mesh-cni-testproxy-")
-		if err == nil {
-			err = os.Chmod(dir, 0o755)
-		}
-		if err != nil {
-			proxyErr = err
-			return
-		}
-		proxyBin = filepath.Join(dir, "testproxy")
-		build := exec.Command("go", "build", "-o", proxyBin, "github.com/mesh-cni/mesh-cni/testproxy")
-		build.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if out, err := build.CombinedOutput(); err != nil {
-			proxyErr = fmt.Errorf("build testproxy: %v\n%s", err, out)
-		}
-	})
-	if proxyErr != nil {
-		t.Fatal(proxyErr)
-	}
-	return proxyBin
+	return GoBinary(t, "testproxy", "testproxy")
 }
 
 // Topo is a pod netns wired to a peer netns by a veth pair.
@@ -242,10 +217,11 @@ func (tp *Topo) Connect(n ns.NetNS, cred *syscall.Credential, udp bool, host str
 // Connect is Topo.Connect for a netns of any topology, once a Topo (or
 // TestProxy) has built the test proxy.
 func Connect(n ns.NetNS, cred *syscall.Credential, udp bool, host string, port int) (Record, error) {
-	if proxyBin == "" {
+	bin, ok := builtBinary("testproxy")
+	if !ok {
 		return Record{}, fmt.Errorf("testenv.Connect before the test proxy was built (TestProxy)")
 	}
-	return connect(proxyBin, n, cred, udp, host, port)
+	return connect(bin, n, cred, udp, host, port)
 }
 
 func connect(proxy string, n ns.NetNS, cred *syscall.Credential, udp bool, host string, port int) (Record, error) {
@@ -269,4 +245,46 @@ func connect(proxy string, n ns.NetNS, cred *syscall.Credential, udp bool, host 
 		return Record{}, fmt.Errorf("connect %s:%d: answer %q: %v", host, port, out.String(), err)
 	}
 	return r, nil
+}
+
+// PeerAddress puts addr (a host address, IPv4 or IPv6) on the peer's
+// loopback: the pod reaches it through its default route, so a test can
+// pick destinations inside any range.
+func (tp *Topo) PeerAddress(t testing.TB, addr netip.Addr) {
+	t.Helper()
+	err := tp.Peer.Do(func(ns.NetNS) error {
+		lo, err := netlink.LinkByName("lo")
+		if err != nil {
+			return err
+		}
+		return netlink.AddrAdd(lo, &netlink.Addr{IPNet: netipNet(netip.PrefixFrom(addr, addr.BitLen())), Flags: unix.IFA_F_NODAD})
+	})
+	if err != nil {
+		t.Fatalf("peer address %s: %v", addr, err)
+	}
+}
+
+// Link wires a second interface pair: name in the pod with podAddrs, name
+// in the peer with peerAddrs (prefixes, no DAD), as a second network
+// (Multus) would.
+func (tp *Topo) Link(t testing.TB, name string, podAddrs, peerAddrs []string) {
+	t.Helper()
+	err := tp.Pod.Do(func(ns.NetNS) error {
+		veth := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: name}, PeerName: name,
+			PeerNamespace: netlink.NsFd(int(tp.Peer.Fd()))}
+		if err := netlink.LinkAdd(veth); err != nil {
+			return fmt.Errorf("veth: %w", err)
+		}
+		return setupLinks(name, podAddrs, nil, nil)
+	})
+	if err == nil {
+		err = tp.Peer.Do(func(ns.NetNS) error { return setupLinks(name, peerAddrs, nil, nil) })
+	}
+	if err != nil {
+		t.Fatalf("link %s: %v", name, err)
+	}
+}
+
+func netipNet(p netip.Prefix) *net.IPNet {
+	return &net.IPNet{IP: p.Addr().AsSlice(), Mask: net.CIDRMask(p.Bits(), p.Addr().BitLen())}
 }
