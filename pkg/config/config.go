@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -29,7 +28,10 @@ const (
 	DefaultLogLevel       = "info"
 	DefaultAgentNamespace = "mesh-cni"
 	DefaultAgentPodPrefix = "mesh-cni-"
-	DefaultLookupTimeout  = 5 * time.Second
+	// DefaultExcludeNamespace is excluded together with the agent's
+	// namespace when excludeNamespaces is absent.
+	DefaultExcludeNamespace = "kube-system"
+	DefaultLookupTimeout    = 5 * time.Second
 	// MaxLookupTimeout keeps a pod's network setup bounded even when the
 	// agent and the API server both hang.
 	MaxLookupTimeout = time.Minute
@@ -41,31 +43,22 @@ var Backends = backend.Names
 // LogLevels are the accepted values of "logLevel".
 var LogLevels = []string{"debug", "info", "warn", "error"}
 
-// NetConf is the chain entry. Field names follow docs/design.md.
+// NetConf is the chain entry as the runtime passes it: the CNI keys, the
+// plugin's own Settings, and what the runtime adds at call time.
 type NetConf struct {
 	types.NetConf
+	Settings
 
-	LogLevel          string                 `json:"logLevel,omitempty"`
-	Backend           string                 `json:"backend,omitempty"`
-	IPv6              *bool                  `json:"ipv6,omitempty"`
-	ExcludeNamespaces []string               `json:"excludeNamespaces,omitempty"`
-	AgentNamespace    string                 `json:"agentNamespace,omitempty"`
-	AgentPodPrefix    string                 `json:"agentPodPrefix,omitempty"`
-	LookupTimeout     string                 `json:"lookupTimeout,omitempty"`
-	Kubeconfig        string                 `json:"kubeconfig,omitempty"`
-	AgentSocket       string                 `json:"agentSocket,omitempty"`
-	ReportSocket      string                 `json:"reportSocket,omitempty"`
-	ReadyMarker       string                 `json:"readyMarker,omitempty"`
-	Meshes            map[string]mesh.Config `json:"-"`
-	RawMeshes         json.RawMessage        `json:"meshes,omitempty"`
-	RuntimeConfig     RuntimeConfig          `json:"runtimeConfig,omitempty"`
+	RuntimeConfig RuntimeConfig `json:"runtimeConfig,omitempty"`
 	// RawPrev shadows types.NetConf's prevResult map: decoding it straight
 	// into the result type skips a generic decode and a re-encode.
 	RawPrev json.RawMessage `json:"prevResult,omitempty"`
 
 	// Filled in by Parse.
-	Timeout time.Duration   `json:"-"`
-	Result  *current.Result `json:"-"` // prevResult in the current version; nil when there is none
+	Meshes  map[string]mesh.Config `json:"-"` // every known profile, with its defaults applied
+	MeshSet *mesh.Set              `json:"-"` // the enabled meshes, resolved once for every pod
+	Timeout time.Duration          `json:"-"`
+	Result  *current.Result        `json:"-"` // prevResult in the current version; nil when there is none
 }
 
 // RuntimeConfig holds the capability arguments the runtime inserts.
@@ -95,7 +88,8 @@ func ParseArgs(s string) (*K8sArgs, error) {
 }
 
 // Parse is the one parser of the chain entry: decode, parse prevResult,
-// apply defaults, validate. Errors are *types.Error with the CNI code.
+// apply defaults unless the entry is resolved, validate. Errors are
+// *types.Error with the CNI code.
 func Parse(stdin []byte) (*NetConf, error) {
 	conf, err := ParseScoped(stdin)
 	if err != nil {
@@ -111,6 +105,11 @@ func Parse(stdin []byte) (*NetConf, error) {
 // that decide exemption are read leniently: a value of the wrong type
 // takes the default, and a listed name that is not a namespace name
 // matches no pod; either still fails every other pod with the error.
+//
+// An entry the agent wrote says "resolved": every default is in it, so
+// none is applied again; it is only checked. An entry without the mark
+// (written by hand, or chained by an older agent) is resolved here, on
+// every call, exactly as the agent would.
 func ParseScoped(stdin []byte) (*NetConf, error) {
 	conf := &NetConf{}
 	var decErr error
@@ -137,19 +136,35 @@ func ParseScoped(stdin []byte) (*NetConf, error) {
 		}
 		conf.Result = res
 	}
-	conf.setDefaults()
+	if !conf.Resolved || decErr != nil {
+		conf.setDefaults()
+	}
 	if decErr != nil {
 		return conf, decErr
 	}
-	meshes, err := parseMeshes(conf.RawMeshes)
-	if err != nil {
-		return conf, err
-	}
-	conf.Meshes = meshes
-	if err := conf.validate(); err != nil {
+	if err := conf.finish(); err != nil {
 		return conf, err
 	}
 	return conf, nil
+}
+
+// finish reads the meshes (resolving them unless the entry is resolved),
+// validates every key and resolves the enabled meshes' Specs.
+func (c *NetConf) finish() error {
+	meshes, err := parseMeshes(c.RawMeshes, c.Resolved)
+	if err != nil {
+		return err
+	}
+	c.Meshes = meshes
+	if err := c.validate(); err != nil {
+		return err
+	}
+	set, err := mesh.NewSet(c.Meshes)
+	if err != nil {
+		return types.NewError(types.ErrInvalidNetworkConfig, "invalid mesh config: "+Clip(err.Error()), "")
+	}
+	c.MeshSet = set
+	return nil
 }
 
 // Exempt says why a pod is never redirected nor blocked: its namespace is
@@ -164,6 +179,8 @@ func (c *NetConf) Exempt(namespace, name string) string {
 	return ""
 }
 
+// setDefaults applies the defaults of the top-level keys (Keys); the
+// meshes take theirs in parseMeshes.
 func (c *NetConf) setDefaults() {
 	if c.LogLevel == "" {
 		c.LogLevel = DefaultLogLevel
@@ -185,7 +202,10 @@ func (c *NetConf) setDefaults() {
 	// An explicit empty list means "exclude nothing"; only an absent key
 	// takes the default.
 	if c.ExcludeNamespaces == nil {
-		c.ExcludeNamespaces = []string{"kube-system", c.AgentNamespace}
+		c.ExcludeNamespaces = []string{DefaultExcludeNamespace, c.AgentNamespace}
+	}
+	if c.LookupTimeout == "" {
+		c.LookupTimeout = durText(DefaultLookupTimeout)
 	}
 	if c.Kubeconfig == "" {
 		c.Kubeconfig = node.DefaultKubeconfig
@@ -202,85 +222,63 @@ func (c *NetConf) setDefaults() {
 	c.Timeout = DefaultLookupTimeout
 }
 
+// validate checks every top-level key against its Key's check.
 func (c *NetConf) validate() error {
-	if !slices.Contains(Backends, c.Backend) {
-		return invalid("backend", c.Backend, "want one of "+strings.Join(Backends, ", "))
-	}
-	if !slices.Contains(LogLevels, c.LogLevel) {
-		return invalid("logLevel", c.LogLevel, "want one of "+strings.Join(LogLevels, ", "))
-	}
-	if c.LookupTimeout != "" {
-		d, err := time.ParseDuration(c.LookupTimeout)
-		if err != nil {
-			return invalid("lookupTimeout", c.LookupTimeout, "not a duration such as \"5s\"")
+	for _, k := range Keys {
+		if k.check == nil {
+			continue
 		}
-		if d <= 0 || d > MaxLookupTimeout {
-			return invalid("lookupTimeout", c.LookupTimeout, "must be above 0 and at most "+MaxLookupTimeout.String())
-		}
-		c.Timeout = d
-	}
-	for key, p := range map[string]string{
-		"kubeconfig": c.Kubeconfig, "agentSocket": c.AgentSocket,
-		"reportSocket": c.ReportSocket, "readyMarker": c.ReadyMarker,
-	} {
-		if !filepath.IsAbs(p) {
-			return invalid(key, p, "must be an absolute path")
-		}
-	}
-	if !isDNSLabel(c.AgentNamespace) {
-		return invalid("agentNamespace", c.AgentNamespace, "not a namespace name")
-	}
-	for _, ns := range c.ExcludeNamespaces {
-		if !isDNSLabel(ns) {
-			return invalid("excludeNamespaces", ns, "not a namespace name")
-		}
-	}
-	for _, name := range slices.Sorted(maps.Keys(c.Meshes)) {
-		if err := mesh.Validate(name, c.Meshes[name]); err != nil {
-			return types.NewError(types.ErrInvalidNetworkConfig, "invalid mesh config: "+Clip(err.Error()), "")
+		if err := k.check(c); err != nil {
+			return err
 		}
 	}
 	return nil
 }
 
 // parseMeshes decodes "meshes" strictly: a profile name or a key we do not
-// know is an error, not something to ignore. Profiles left out keep their
-// defaults (linkerd and istio on, custom off).
-func parseMeshes(raw json.RawMessage) (map[string]mesh.Config, error) {
+// know is an error, not something to ignore. In an entry as written,
+// profiles left out keep their defaults (linkerd and istio on, custom off)
+// and every omitted field takes its profile's default. In a resolved entry
+// the settings are final; only a profile the entry does not name (one the
+// agent that wrote it did not know) is given its defaults.
+func parseMeshes(raw json.RawMessage, resolved bool) (map[string]mesh.Config, error) {
 	out := map[string]mesh.Config{}
-	for _, name := range mesh.Profiles {
-		out[name] = mesh.Config{}
-	}
-	if len(raw) == 0 || string(raw) == "null" {
-		return out, nil
-	}
-	var byName map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &byName); err != nil {
-		return nil, types.NewError(types.ErrDecodingFailure, "failed to decode \"meshes\"", err.Error())
-	}
-	for _, name := range slices.Sorted(maps.Keys(byName)) {
-		if _, known := out[name]; !known {
-			return nil, types.NewError(types.ErrUnsupportedField,
-				fmt.Sprintf("unknown mesh profile %q in \"meshes\"", Clip(name)),
-				"known profiles: "+strings.Join(mesh.Profiles, ", "))
+	if len(raw) > 0 && string(raw) != "null" {
+		var byName map[string]json.RawMessage
+		if err := json.Unmarshal(raw, &byName); err != nil {
+			return nil, types.NewError(types.ErrDecodingFailure, "failed to decode \"meshes\"", err.Error())
 		}
-		var mc mesh.Config
-		dec := json.NewDecoder(bytes.NewReader(byName[name]))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&mc); err != nil {
-			if strings.HasPrefix(err.Error(), "json: unknown field") {
+		for _, name := range slices.Sorted(maps.Keys(byName)) {
+			if !slices.Contains(mesh.Profiles, name) {
 				return nil, types.NewError(types.ErrUnsupportedField,
-					fmt.Sprintf("meshes.%s: unsupported key %s", name, Clip(strings.TrimPrefix(err.Error(), "json: unknown field "))), "")
+					fmt.Sprintf("unknown mesh profile %q in \"meshes\"", Clip(name)),
+					"known profiles: "+strings.Join(mesh.Profiles, ", "))
 			}
-			return nil, types.NewError(types.ErrDecodingFailure, fmt.Sprintf("failed to decode meshes.%s", name), err.Error())
+			var mc mesh.Config
+			dec := json.NewDecoder(bytes.NewReader(byName[name]))
+			dec.DisallowUnknownFields()
+			if err := dec.Decode(&mc); err != nil {
+				if strings.HasPrefix(err.Error(), "json: unknown field") {
+					return nil, types.NewError(types.ErrUnsupportedField,
+						fmt.Sprintf("meshes.%s: unsupported key %s", name, Clip(strings.TrimPrefix(err.Error(), "json: unknown field "))), "")
+				}
+				return nil, types.NewError(types.ErrDecodingFailure, fmt.Sprintf("failed to decode meshes.%s", name), err.Error())
+			}
+			if resolved {
+				out[name] = mc
+				continue
+			}
+			if mc.Enabled == nil && mesh.OnWhenConfigured(name) {
+				on := true
+				mc.Enabled = &on
+			}
+			out[name] = mc.WithDefaults(name)
 		}
-		if name == mesh.Custom && mc.Enabled == nil {
-			// The custom profile has no defaults to run with; it is on
-			// only when asked for.
-			on := true
-			mc.Enabled = &on
+	}
+	for _, name := range mesh.Profiles {
+		if _, ok := out[name]; !ok {
+			out[name] = mesh.Config{}.WithDefaults(name)
 		}
-		out[name] = mc
 	}
 	return out, nil
 }
