@@ -213,3 +213,28 @@ func TestSpliceSchemaKeepsTheRest(t *testing.T) {
 		t.Error("splicing twice changes the file")
 	}
 }
+
+// An entry an older agent chained (the chart's entry of before, bytes as
+// they were, no mark) still works, and means what the resolved one does.
+func TestOlderAgentEntry(t *testing.T) {
+	old, err := Parse([]byte(`{"cniVersion":"1.0.0","name":"k8s-pod-network",` + chartEntry[1:]))
+	if err != nil {
+		t.Fatalf("an older agent's entry: %v", err)
+	}
+	b, err := Load([]byte(chartEntry), HostPaths{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now, err := Parse(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if old.Resolved || !now.Resolved {
+		t.Fatalf("resolved marks: older %v, agent's %v", old.Resolved, now.Resolved)
+	}
+	o, n := old.Settings, now.Settings
+	o.RawMeshes, n.RawMeshes, o.Resolved, n.Resolved = nil, nil, false, false
+	if !reflect.DeepEqual(o, n) || !reflect.DeepEqual(old.Meshes, now.Meshes) || !reflect.DeepEqual(old.MeshSet, now.MeshSet) {
+		t.Errorf("the older entry means something else:\n%+v %+v\n%+v %+v", o, old.Meshes, n, now.Meshes)
+	}
+}
