@@ -1,5 +1,10 @@
-// Package config parses the mesh-cni chain entry: the plugin's network
-// configuration as the runtime passes it on stdin.
+// Package config owns the mesh-cni chain entry, the plugin's network
+// configuration: its type (Settings, and mesh.Config under "meshes"), each
+// key's default, check and meaning (Keys, MeshKeys), the agent's reading of
+// the configured entry (Resolve: every default applied once) and the
+// plugin's reading of what the runtime passes on stdin (Parse). The chart's
+// schema for these settings and docs/configuration.md are generated from
+// the tables (go generate).
 package config
 
 import (
@@ -8,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"reflect"
 	"slices"
 	"strings"
 	"time"
@@ -151,6 +157,11 @@ func ParseScoped(stdin []byte) (*NetConf, error) {
 // finish reads the meshes (resolving them unless the entry is resolved),
 // validates every key and resolves the enabled meshes' Specs.
 func (c *NetConf) finish() error {
+	if c.Resolved {
+		if err := c.complete(); err != nil {
+			return err
+		}
+	}
 	meshes, err := parseMeshes(c.RawMeshes, c.Resolved)
 	if err != nil {
 		return err
@@ -177,6 +188,20 @@ func (c *NetConf) Exempt(namespace, name string) string {
 		return "agent-pod"
 	}
 	return ""
+}
+
+// complete checks that a resolved entry has every key: nothing fills in
+// a missing one (an unset agentPodPrefix would exempt every pod of the
+// agent's namespace, an unset ipv6 would mean neither).
+func (c *NetConf) complete() error {
+	v := reflect.ValueOf(c.Settings)
+	for i := range v.NumField() {
+		if v.Field(i).IsZero() {
+			name, _, _ := strings.Cut(v.Type().Field(i).Tag.Get("json"), ",")
+			return types.NewError(types.ErrInvalidNetworkConfig, fmt.Sprintf("%q is missing from a resolved entry", name), "")
+		}
+	}
+	return nil
 }
 
 // setDefaults applies the defaults of the top-level keys (Keys); the

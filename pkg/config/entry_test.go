@@ -3,6 +3,7 @@ package config
 import (
 	"bytes"
 	"encoding/json"
+	"maps"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -117,8 +118,17 @@ func TestResolvedEntryIsNotDefaultedAgain(t *testing.T) {
 	delete(m["meshes"].(map[string]any)[mesh.Istio].(map[string]any), "proxyUID")
 	delete(m, "logLevel")
 	b, _ = json.Marshal(m)
-	if _, err := Parse(b); err == nil || !strings.Contains(err.Error(), "logLevel") {
+	if _, err := Parse(b); err == nil || !strings.Contains(err.Error(), `"logLevel" is missing from a resolved entry`) {
 		t.Errorf("resolved entry without logLevel: %v, want it refused", err)
+	}
+	for _, k := range []string{"ipv6", "agentPodPrefix", "excludeNamespaces"} {
+		c := maps.Clone(m)
+		c["logLevel"] = "info"
+		delete(c, k)
+		b, _ := json.Marshal(c)
+		if _, err := Parse(b); err == nil || !strings.Contains(err.Error(), `"`+k+`" is missing`) {
+			t.Errorf("resolved entry without %s: %v, want it refused", k, err)
+		}
 	}
 	m["logLevel"] = "info"
 	b, _ = json.Marshal(m)
