@@ -267,38 +267,21 @@ func (c *NetConf) validate() error {
 // the settings are final; only a profile the entry does not name (one the
 // agent that wrote it did not know) is given its defaults.
 func parseMeshes(raw json.RawMessage, resolved bool) (map[string]mesh.Config, error) {
-	out := map[string]mesh.Config{}
-	if len(raw) > 0 && string(raw) != "null" {
-		var byName map[string]json.RawMessage
-		if err := json.Unmarshal(raw, &byName); err != nil {
-			return nil, types.NewError(types.ErrDecodingFailure, "failed to decode \"meshes\"", err.Error())
+	given, err := decodeMeshes(raw)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]mesh.Config, len(mesh.Profiles))
+	for name, mc := range given {
+		if resolved {
+			out[name] = mc
+			continue
 		}
-		for _, name := range slices.Sorted(maps.Keys(byName)) {
-			if !slices.Contains(mesh.Profiles, name) {
-				return nil, types.NewError(types.ErrUnsupportedField,
-					fmt.Sprintf("unknown mesh profile %q in \"meshes\"", Clip(name)),
-					"known profiles: "+strings.Join(mesh.Profiles, ", "))
-			}
-			var mc mesh.Config
-			dec := json.NewDecoder(bytes.NewReader(byName[name]))
-			dec.DisallowUnknownFields()
-			if err := dec.Decode(&mc); err != nil {
-				if strings.HasPrefix(err.Error(), "json: unknown field") {
-					return nil, types.NewError(types.ErrUnsupportedField,
-						fmt.Sprintf("meshes.%s: unsupported key %s", name, Clip(strings.TrimPrefix(err.Error(), "json: unknown field "))), "")
-				}
-				return nil, types.NewError(types.ErrDecodingFailure, fmt.Sprintf("failed to decode meshes.%s", name), err.Error())
-			}
-			if resolved {
-				out[name] = mc
-				continue
-			}
-			if mc.Enabled == nil && mesh.OnWhenConfigured(name) {
-				on := true
-				mc.Enabled = &on
-			}
-			out[name] = mc.WithDefaults(name)
+		if mc.Enabled == nil && mesh.OnWhenConfigured(name) {
+			on := true
+			mc.Enabled = &on
 		}
+		out[name] = mc.WithDefaults(name)
 	}
 	for _, name := range mesh.Profiles {
 		if _, ok := out[name]; !ok {
@@ -306,6 +289,54 @@ func parseMeshes(raw json.RawMessage, resolved bool) (map[string]mesh.Config, er
 		}
 	}
 	return out, nil
+}
+
+// decodeMeshes decodes "meshes" in one pass when it is valid; otherwise it
+// goes profile by profile, in name order, to say which profile or key is
+// wrong.
+func decodeMeshes(raw json.RawMessage) (map[string]mesh.Config, error) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil, nil
+	}
+	var all map[string]mesh.Config
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if dec.Decode(&all) == nil && known(all) {
+		return all, nil
+	}
+	var byName map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &byName); err != nil {
+		return nil, types.NewError(types.ErrDecodingFailure, "failed to decode \"meshes\"", err.Error())
+	}
+	out := map[string]mesh.Config{}
+	for _, name := range slices.Sorted(maps.Keys(byName)) {
+		if !slices.Contains(mesh.Profiles, name) {
+			return nil, types.NewError(types.ErrUnsupportedField,
+				fmt.Sprintf("unknown mesh profile %q in \"meshes\"", Clip(name)),
+				"known profiles: "+strings.Join(mesh.Profiles, ", "))
+		}
+		var mc mesh.Config
+		dec := json.NewDecoder(bytes.NewReader(byName[name]))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&mc); err != nil {
+			if strings.HasPrefix(err.Error(), "json: unknown field") {
+				return nil, types.NewError(types.ErrUnsupportedField,
+					fmt.Sprintf("meshes.%s: unsupported key %s", name, Clip(strings.TrimPrefix(err.Error(), "json: unknown field "))), "")
+			}
+			return nil, types.NewError(types.ErrDecodingFailure, fmt.Sprintf("failed to decode meshes.%s", name), err.Error())
+		}
+		out[name] = mc
+	}
+	return out, nil
+}
+
+func known(meshes map[string]mesh.Config) bool {
+	for name := range meshes {
+		if !slices.Contains(mesh.Profiles, name) {
+			return false
+		}
+	}
+	return true
 }
 
 // invalid is the CNI error for a bad value: it names the key and the value.
