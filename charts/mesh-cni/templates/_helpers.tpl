@@ -241,8 +241,10 @@ mesh-cni.meshes renders the plugin's "meshes" object: each profile given in
 the values, with its null and "" keys left out (the profile's default
 applies; the defaults live in the plugin, docs/configuration.md), and the
 linkerd2-cni proxy values folded into linkerd. A list, even [], is passed as
-is: [] clears a profile's default list, as in the plugin. Ports in lists
-become strings; numbers stay integers (proxyGID -1 = no GID exemption).
+is: [] clears a profile's default list, as in the plugin. List items
+become strings (ports are "4190" in the plugin); numbers are written as
+integers. Nothing here knows a key: the schema, generated from the
+plugin's type, checks them.
 */}}
 {{- define "mesh-cni.meshes" -}}
 {{- $v := .Values }}
@@ -251,14 +253,12 @@ become strings; numbers stay integers (proxyGID -1 = no GID exemption).
 {{- $c := dict }}
 {{- range $k, $x := $m }}
 {{- if kindIs "invalid" $x }}
-{{- else if has $k (list "portsToRedirect" "ignoreInboundPorts" "ignoreOutboundPorts" "includeOutboundPorts") }}
-{{- $_ := set $c $k (include "mesh-cni.portList" $x | fromJsonArray) }}
 {{- else if kindIs "slice" $x }}
 {{- $l := list }}{{ range $x }}{{ $l = append $l (toString .) }}{{ end }}
 {{- $_ := set $c $k $l }}
 {{- else if kindIs "string" $x }}
 {{- if $x }}{{ $_ := set $c $k $x }}{{ end }}
-{{- else if has $k (list "proxyUID" "proxyGID" "inboundPort" "outboundPort" "tunnelPort" "dnsPort") }}
+{{- else if kindIs "float64" $x }}
 {{- $_ := set $c $k (int64 $x) }}
 {{- else }}
 {{- $_ := set $c $k $x }}
