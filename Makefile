@@ -9,7 +9,7 @@ BIN := $(CURDIR)/bin
 # Test packages in parallel, but not more than the cores we have.
 GOTEST := $(GO) test -count=1 -p 2
 
-.PHONY: bench-plugin bench-podcache all build deps k8s-bins istio-bins istio-goldens test test-unit test-fuzz bench bench-agent clean image image-tar chart-lint kustomize-base test-chart bench-chart
+.PHONY: bench-plugin bench-podcache all build deps k8s-bins istio-bins istio-goldens test test-unit test-fuzz bench bench-agent clean image image-tar chart-lint kustomize-base generate test-chart bench-chart
 
 all: build
 
@@ -106,6 +106,10 @@ image-tar: image
 ## kustomize-base: regenerate kustomize/base and components from the chart
 kustomize-base:
 	$(GO) run ./hack/kustomize-base
+
+## generate: regenerate the chart schema's plugin settings and docs/configuration.md from pkg/config
+generate:
+	$(GO) generate ./pkg/config
 
 ## chart-lint: helm lint --strict and ct lint, offline
 chart-lint:

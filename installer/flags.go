@@ -6,7 +6,10 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
+
+	meshconfig "github.com/mesh-cni/mesh-cni/pkg/config"
 )
 
 type config struct {
@@ -50,7 +53,7 @@ func parseFlags(args []string) (*config, error) {
 	fs.StringVar(&c.hostRunDir, "host-run-dir", "/var/run/mesh-cni", "host path of the run dir")
 	fs.StringVar(&c.pluginConfig, "plugin-config", "/etc/mesh-cni/plugin.json", "chain entry JSON")
 	fs.StringVar(&c.pluginBinary, "plugin-binary", "/mesh-cni", "plugin binary in the image")
-	fs.StringVar(&c.logLevel, "log-level", "info", "debug, info, warn or error")
+	fs.StringVar(&c.logLevel, "log-level", meshconfig.DefaultLogLevel, strings.Join(meshconfig.LogLevels, ", "))
 	fs.StringVar(&c.probeAddr, "probe-addr", ":9196", "address for /healthz and /readyz")
 	fs.StringVar(&c.metricsAddr, "metrics-addr", ":9197", "address for /metrics")
 	fs.StringVar(&c.nodeName, "node-name", os.Getenv("NODE_NAME"), "this node's name")
@@ -101,10 +104,11 @@ func parseFlags(args []string) (*config, error) {
 	if c.pluginServiceAccount != "" && c.namespace == "" {
 		return nil, fmt.Errorf("--plugin-service-account=%s needs --namespace (or POD_NAMESPACE)", c.pluginServiceAccount)
 	}
-	switch strings.ToLower(c.logLevel) {
-	case "debug", "info", "warn", "error":
-	default:
-		return nil, fmt.Errorf("--log-level must be debug, info, warn or error, not %q", c.logLevel)
+	if c.logLevel == "" { // the chart's logLevel left null
+		c.logLevel = meshconfig.DefaultLogLevel
+	}
+	if !slices.Contains(meshconfig.LogLevels, strings.ToLower(c.logLevel)) {
+		return nil, fmt.Errorf("--log-level must be one of %s, not %q", strings.Join(meshconfig.LogLevels, ", "), c.logLevel)
 	}
 	return c, nil
 }

@@ -58,7 +58,7 @@ func hostPath(p string) string {
 
 func run(cfg *config, log *slog.Logger) error {
 	log.Info("starting", "version", version.Version, "node", cfg.nodeName, "chained", cfg.chained, "subdir", cfg.subdirChaining)
-	hp := install.HostPaths{
+	hp := meshconfig.HostPaths{
 		Kubeconfig:   filepath.Join(cfg.hostStateDir, "kubeconfig"),
 		AgentSocket:  filepath.Join(cfg.hostRunDir, "agent.sock"),
 		ReportSocket: filepath.Join(cfg.hostRunDir, "report.sock"),
@@ -71,7 +71,7 @@ func run(cfg *config, log *slog.Logger) error {
 		if err != nil {
 			return nil, fmt.Errorf("plugin config: %w", err)
 		}
-		return install.BuildEntry(raw, hp)
+		return meshconfig.Load(raw, hp)
 	}
 	backendName := meshconfig.DefaultBackend
 	if entry, err := loadEntry(); err != nil {

@@ -131,7 +131,7 @@ func judge(ctx context.Context, conf *config.NetConf, log *slog.Logger, namespac
 	var d mesh.Decision
 	var err error
 	if pod.Annotations != nil {
-		d, err = mesh.Decide(conf.Meshes, pod, fams)
+		d, err = conf.MeshSet.Decide(pod, fams)
 		if err != nil {
 			return d, annotationErr(namespace, name, err)
 		}
@@ -151,7 +151,7 @@ func judge(ctx context.Context, conf *config.NetConf, log *slog.Logger, namespac
 	if full.Annotations == nil {
 		full.Annotations = pod.Annotations
 	}
-	d, err = mesh.Decide(conf.Meshes, full, fams)
+	d, err = conf.MeshSet.Decide(full, fams)
 	if err != nil {
 		return d, annotationErr(namespace, name, err)
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/mesh-cni/mesh-cni/pkg/config"
 	"github.com/mesh-cni/mesh-cni/pkg/install"
 	"github.com/mesh-cni/mesh-cni/pkg/kubeconfig"
 	"github.com/mesh-cni/mesh-cni/pkg/metrics"
@@ -53,7 +54,7 @@ func newFixtureMod(t *testing.T, root string, withKube bool, published *Status, 
 	}
 	os.WriteFile(root+"/img/mesh-cni", []byte("plugin"), 0o755)
 	os.WriteFile(f.token, []byte("tok-1"), 0o600)
-	entry, err := install.BuildEntry([]byte(`{"type":"mesh-cni"}`), install.HostPaths{Kubeconfig: "/var/lib/mesh-cni/kubeconfig"})
+	entry, err := config.Load([]byte(`{"type":"mesh-cni"}`), config.HostPaths{Kubeconfig: "/var/lib/mesh-cni/kubeconfig"})
 	if err != nil {
 		t.Fatal(err)
 	}

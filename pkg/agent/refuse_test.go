@@ -10,6 +10,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/mesh-cni/mesh-cni/pkg/config"
 	"github.com/mesh-cni/mesh-cni/pkg/install"
 	"github.com/mesh-cni/mesh-cni/pkg/testenv"
 )
@@ -31,7 +32,7 @@ func TestBadEntryKeepsLastGoodAndReports(t *testing.T) {
 			if err != nil {
 				return nil, err
 			}
-			return install.BuildEntry(raw, install.HostPaths{Kubeconfig: "/var/lib/mesh-cni/kubeconfig"})
+			return config.Load(raw, config.HostPaths{Kubeconfig: "/var/lib/mesh-cni/kubeconfig"})
 		}
 		o.Warn = func(reason, msg string) {
 			mu.Lock()

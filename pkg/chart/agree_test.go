@@ -3,6 +3,7 @@ package chart
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"reflect"
 	"strings"
 	"testing"
@@ -16,71 +17,155 @@ func edgeValues(f meshField) []any {
 	switch k := f.typ.Kind(); {
 	case k == reflect.Int || (k == reflect.Pointer && f.typ.Elem().Kind() == reflect.Int64):
 		return []any{-2, -1, 0, 1, 65535, 65536, 4294967294, 4294967295}
+	case k == reflect.Pointer && f.typ.Elem().Kind() == reflect.Bool:
+		return []any{true, false}
 	case k == reflect.String:
-		return []any{"", "x", "a b", "REDIRECT", "tproxy", strings.Repeat("a", 300)}
+		return []any{"", "x", "a b", "=x", " =x", "k=", "REDIRECT", "tproxy", strings.Repeat("a", 300)}
 	case k == reflect.Slice:
-		return []any{[]any{"0"}, []any{"65536"}, []any{"2-1"}, []any{"1-65535"}, []any{"http"}, []any{"*"},
-			[]any{"10.0.0.0/33"}, []any{"::/0"}, []any{"eth0"}, []any{"a/b"}, []any{strings.Repeat("e", 16)}}
+		return []any{[]any{}, []any{"0"}, []any{"65536"}, []any{"2-1"}, []any{"1-65535"}, []any{"http"}, []any{"*"},
+			[]any{"10.0.0.0/33"}, []any{"::/0"}, []any{"eth0"}, []any{"a/b"}, []any{"."}, []any{strings.Repeat("e", 16)}}
 	}
 	return nil
 }
 
-// The chart and the plugin agree on every mesh field's edges, both ways: a
-// value the chart renders, the plugin accepts in the chain entry, and a
-// value the chart refuses, the plugin refuses too (so the schema does not
-// forbid what works). The plugin's side is the same values written straight
-// into an entry, as a kustomize user would.
+// keyEdges are values on and past the edges of each top-level key the
+// chart sets.
+var keyEdges = map[string][]any{
+	"logLevel":          {"loud", "debug", "DEBUG", "Warn", ""},
+	"backend":           {"nft", "nftables", "iptables-legacy", "auto", "AUTO", ""},
+	"ipv6":              {true, false},
+	"excludeNamespaces": {[]any{}, []any{"Kube_System"}, []any{"kube-system"}, []any{strings.Repeat("a", 64)}, []any{"-a"}, []any{""}},
+	"lookupTimeout":     {"0s", "1m", "61s", "forever", "500ms", "1h", "5", ""},
+}
+
+// agree renders vals and writes the same settings straight into a chain
+// entry (as a kustomize user would), and returns the chart's and the
+// agent's verdicts (the agent refuses what the plugin refuses). The entry
+// the chart rendered must fare with the agent as the hand-written one.
+func agree(t *testing.T, vals map[string]any, entry map[string]any) (chartErr, agentErr error) {
+	t.Helper()
+	r, chartErr := Render(chartDir, Options{Values: vals})
+	entry["type"] = "mesh-cni"
+	b, _ := json.Marshal(entry)
+	_, agentErr = config.Load(b, config.HostPaths{})
+	if chartErr == nil {
+		objs, err := Objects(r.Manifest)
+		if err != nil {
+			t.Fatal(err)
+		}
+		raw, _ := path(rendered{objs: objs}.get(t, "ConfigMap", ""), "data", "plugin.json").(string)
+		if _, err := config.Load([]byte(raw), config.HostPaths{}); (err == nil) != (agentErr == nil) {
+			t.Errorf("the agent judges the chart's entry (%s) unlike the same settings written by hand (%s): %s\n%s",
+				verdict(err), verdict(agentErr), toJSON(vals), raw)
+		}
+	}
+	return chartErr, agentErr
+}
+
+// The chart and the plugin agree on every key, both ways: a value the chart
+// renders, the agent accepts in the chain entry, and a value the chart
+// refuses, the agent refuses too (so the schema forbids nothing that
+// works). Both come from one table (pkg/config): the schema is generated
+// from it. The exceptions are the table's documented gaps.
 func TestChartAndPluginAgree(t *testing.T) {
+	check := func(what string, v any, chartErr, agentErr error, gapOK func() string) {
+		t.Helper()
+		if (chartErr == nil) == (agentErr == nil) {
+			return
+		}
+		if chartErr == nil && gapOK() != "" {
+			return
+		}
+		t.Errorf("%s=%s: chart %s, agent %s", what, toJSON(v), verdict(chartErr), verdict(agentErr))
+	}
 	for _, f := range meshFields(t) {
 		for _, name := range mesh.Profiles {
 			for _, v := range edgeValues(f) {
-				vals := meshValues(t, name, f.json, v)
-				_, chartErr := Render(chartDir, Options{Values: vals})
-				m := path(vals, "meshes", name)
-				entry, _ := json.Marshal(map[string]any{"type": "mesh-cni", "cniVersion": "1.0.0", "name": "n",
-					"meshes": map[string]any{name: m}})
-				_, pluginErr := config.Parse(entry)
-				if (chartErr == nil) != (pluginErr == nil) && gap(name+"."+f.json, v, chartErr == nil) == "" {
-					t.Errorf("meshes.%s.%s=%s: chart %s, plugin %s", name, f.json, toJSON(v), verdict(chartErr), verdict(pluginErr))
+				for _, on := range []bool{true, false} {
+					vals := meshValues(t, name, f.json, v)
+					m := path(vals, "meshes", name).(map[string]any)
+					if !on && f.json != "enabled" {
+						m["enabled"] = false
+					}
+					chartErr, agentErr := agree(t, vals, map[string]any{"meshes": map[string]any{name: maps.Clone(m)}})
+					check(fmt.Sprintf("meshes.%s.%s (enabled %v)", name, f.json, m["enabled"]), v, chartErr, agentErr,
+						func() string { return meshGap(t, name, f.json, v) })
 				}
 			}
 		}
 	}
-	for _, c := range []struct {
-		key string
-		v   any
-	}{
-		{"backend", "nft"}, {"backend", "nftables"}, {"backend", "iptables-legacy"},
-		{"logLevel", "loud"}, {"logLevel", "debug"},
-		{"lookupTimeout", "0s"}, {"lookupTimeout", "1m"}, {"lookupTimeout", "61s"}, {"lookupTimeout", "forever"}, {"lookupTimeout", "500ms"},
-		{"excludeNamespaces", []any{"Kube_System"}}, {"excludeNamespaces", []any{"kube-system"}}, {"excludeNamespaces", []any{strings.Repeat("a", 64)}},
-	} {
-		_, chartErr := Render(chartDir, Options{Values: map[string]any{c.key: c.v}})
-		entry, _ := json.Marshal(map[string]any{"type": "mesh-cni", "cniVersion": "1.0.0", "name": "n", c.key: c.v})
-		_, pluginErr := config.Parse(entry)
-		if (chartErr == nil) != (pluginErr == nil) && gap(c.key, c.v, chartErr == nil) == "" {
-			t.Errorf("%s=%s: chart %s, plugin %s", c.key, toJSON(c.v), verdict(chartErr), verdict(pluginErr))
+	for _, k := range config.Keys {
+		if k.Schema == nil || k.Name == "meshes" {
+			continue
+		}
+		edges, ok := keyEdges[k.Name]
+		if !ok {
+			t.Errorf("no edge values for %s", k.Name)
+		}
+		for _, v := range append(edges, nil) {
+			chartErr, agentErr := agree(t, map[string]any{k.Name: v}, map[string]any{k.Name: v})
+			check(k.Name, v, chartErr, agentErr, func() string {
+				if k.Name == "lookupTimeout" {
+					return k.Gap
+				}
+				return ""
+			})
 		}
 	}
 }
 
-// gap says why the chart and the plugin may disagree on a value, or "".
-// These are the only exceptions; each is either out of a JSON schema's reach
-// (the agent refuses such an entry before it is chained, see
-// installer/README.md "Refusing a config") or stricter on the chart's side.
-func gap(key string, v any, chartAccepts bool) string {
-	field := key[strings.LastIndex(key, ".")+1:]
-	switch {
-	case chartAccepts && toJSON(v) == `["2-1"]`:
-		return "a pattern cannot order the two ends of a port range"
-	case chartAccepts && key == "custom.selectAnnotation" && v == "":
-		return "custom needs sidecar or selectAnnotation: a rule across fields"
-	case chartAccepts && key == "lookupTimeout":
-		return "a duration's size is not a pattern"
-	case !chartAccepts && v == 0 && strings.HasSuffix(field, "Port"):
-		return "the plugin reads 0 as unset; the chart spells unset null"
-	case !chartAccepts && v == -2 && field == "proxyGID":
-		return "the plugin reads any negative GID as no exemption; the chart documents -1"
+// Each profile needs, when it is on, the keys it has no default for: the
+// chart refuses their absence as the agent does, and neither asks for them
+// when the profile is off.
+func TestChartAndPluginAgreeOnNeededKeys(t *testing.T) {
+	for _, name := range mesh.Profiles {
+		full := map[string]any{"sidecar": "proxy", "selectAnnotation": "example.com/mesh", "proxyUID": 4000,
+			"inboundPort": 15006, "outboundPort": 15001, "dnsPort": 15053, "captureDNS": true}
+		for _, k := range config.MeshKeys {
+			if !k.Need && k.NeedWith == "" {
+				continue
+			}
+			for _, enabled := range []any{true, false, nil} {
+				m := maps.Clone(full)
+				delete(m, k.Name)
+				if k.Or != "" {
+					delete(m, k.Or)
+				}
+				if enabled != nil {
+					m["enabled"] = enabled
+				}
+				vals := map[string]any{"meshes": map[string]any{name: m}}
+				chartErr, agentErr := agree(t, vals, map[string]any{"meshes": map[string]any{name: maps.Clone(m)}})
+				if (chartErr == nil) != (agentErr == nil) {
+					t.Errorf("meshes.%s without %s (enabled %v): chart %s, agent %s", name, k.Name, enabled, verdict(chartErr), verdict(agentErr))
+				}
+				d, _ := mesh.Defaults(name)
+				on := enabled == true || (enabled == nil && (*d.Enabled || mesh.OnWhenConfigured(name)))
+				if !on && chartErr != nil {
+					t.Errorf("meshes.%s off without %s: chart %s", name, k.Name, verdict(chartErr))
+				}
+			}
+		}
+	}
+}
+
+// meshGap says why the chart may accept a mesh value the agent refuses, or
+// "": only what the table lists as out of a schema's reach.
+func meshGap(t *testing.T, name, key string, v any) string {
+	t.Helper()
+	for _, k := range config.MeshKeys {
+		if k.Name != key {
+			continue
+		}
+		switch {
+		case toJSON(v) == `["2-1"]` && strings.Contains(k.Gap, "range"):
+			return k.Gap
+		case key == "outboundPort" && strings.Contains(k.Gap, "inboundPort"):
+			d, _ := mesh.Defaults(name)
+			if n, ok := v.(int); ok && n == d.InboundPort {
+				return k.Gap
+			}
+		}
 	}
 	return ""
 }
@@ -90,8 +175,8 @@ func verdict(err error) string {
 		return "accepts"
 	}
 	s := err.Error()
-	if len(s) > 160 {
-		s = s[:160] + "..."
+	if len(s) > 200 {
+		s = s[:200] + "..."
 	}
 	return fmt.Sprintf("refuses (%s)", s)
 }

@@ -486,9 +486,10 @@ func TestBadValues(t *testing.T) {
 		{"subdir needs chained", map[string]any{"cni": map[string]any{"chained": false, "confFileName": "x.conf", "subdirChaining": true}}, []string{"cni.subdirChaining"}},
 		{"NAD needs non-chained", map[string]any{"openshift": map[string]any{"networkAttachmentDefinition": map[string]any{"enabled": true}}}, []string{"openshift.networkAttachmentDefinition.enabled"}},
 		{"same ports", map[string]any{"metrics": map[string]any{"port": 9196}}, []string{"probes.port", "metrics.port"}},
-		{"captureDNS needs dnsPort", map[string]any{"meshes": map[string]any{"linkerd": map[string]any{"captureDNS": true}}}, []string{"meshes.linkerd.dnsPort"}},
+		{"captureDNS needs dnsPort", map[string]any{"meshes": map[string]any{"linkerd": map[string]any{"captureDNS": true}}}, []string{"/meshes/linkerd", "dnsPort"}},
+		{"custom needs its ports", map[string]any{"meshes": map[string]any{"custom": map[string]any{"sidecar": "envoy", "proxyUID": 5}}}, []string{"/meshes/custom", "inboundPort", "outboundPort"}},
 		{"bad trustAnnotations", map[string]any{"meshes": map[string]any{"linkerd": map[string]any{"trustAnnotations": "yes"}}}, []string{"trustAnnotations"}},
-		{"bad proxyGID", map[string]any{"meshes": map[string]any{"istio": map[string]any{"proxyGID": -2}}}, []string{"proxyGID"}},
+		{"bad proxyGID", map[string]any{"meshes": map[string]any{"istio": map[string]any{"proxyGID": 4294967295}}}, []string{"proxyGID"}},
 		{"bad proxyUID", map[string]any{"meshes": map[string]any{"istio": map[string]any{"proxyUID": -1}}}, []string{"proxyUID"}},
 		{"bad subnet", map[string]any{"meshes": map[string]any{"istio": map[string]any{"includeSubnets": []any{"10.0.0.0/x"}}}}, []string{"includeSubnets"}},
 		{"star in skipSubnets", map[string]any{"meshes": map[string]any{"istio": map[string]any{"skipSubnets": []any{"*"}}}}, []string{"skipSubnets"}},
@@ -551,11 +552,14 @@ func TestFullValues(t *testing.T) {
 		t.Error("dirs not applied")
 	}
 	conf := pluginConf(t, r)
-	if conf.Backend != "nftables" || *conf.IPv6 || conf.LookupTimeout != "2500ms" || conf.Kubeconfig != "/var/lib/meshnet/kubeconfig" ||
-		conf.ReadyMarker != "/run/meshnet/ready" || conf.AgentPodPrefix != "rel-meshnet-" {
-		t.Errorf("chain entry: %+v", conf)
+	if conf.Backend != "nftables" || *conf.IPv6 || conf.LookupTimeout != "2500ms" || conf.AgentPodPrefix != "rel-meshnet-" {
+		t.Errorf("chain entry: %+v", conf.Settings)
 	}
-	if !slices.Equal(conf.ExcludeNamespaces, []string{"kube-system", "monitoring", "net"}) {
+	// The host paths reach the entry through the agent, which writes them.
+	if a := args(t, ds); a["--host-state-dir"] != "/var/lib/meshnet" || a["--host-run-dir"] != "/run/meshnet" {
+		t.Errorf("host dirs not passed to the agent: %v", a)
+	}
+	if !slices.Equal(conf.ExcludeNamespaces, []string{"kube-system", "monitoring"}) {
 		t.Errorf("excludeNamespaces %v", conf.ExcludeNamespaces)
 	}
 	cu := conf.Meshes["custom"]
@@ -639,10 +643,9 @@ func TestOpenShiftIstioTrust(t *testing.T) {
 		{map[string]any{"platform": "openshift"}, ptrBool(false)},
 		{map[string]any{"platform": "openshift", "meshes": map[string]any{"istio": map[string]any{"trustAnnotations": true}}}, ptrBool(true)},
 	} {
-		conf := pluginConf(t, render(t, "", "", c.vals))
-		got := conf.Meshes["istio"].TrustAnnotations
-		if (got == nil) != (c.want == nil) || (got != nil && *got != *c.want) {
-			t.Errorf("%v: istio trustAnnotations %v, want %v", c.vals, got, c.want)
+		got, ok := entryMeshes(t, render(t, "", "", c.vals))["istio"]["trustAnnotations"]
+		if ok != (c.want != nil) || (ok && got != *c.want) {
+			t.Errorf("%v: istio trustAnnotations %v in the chain entry, want %v", c.vals, got, c.want)
 		}
 	}
 }

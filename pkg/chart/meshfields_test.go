@@ -12,6 +12,7 @@ import (
 	"helm.sh/helm/v3/pkg/chartutil"
 	"sigs.k8s.io/yaml"
 
+	"github.com/mesh-cni/mesh-cni/pkg/config"
 	"github.com/mesh-cni/mesh-cni/pkg/mesh"
 )
 
@@ -141,21 +142,58 @@ func TestMeshConfigFieldsRoundTrip(t *testing.T) {
 	}
 }
 
+// entryMeshes is "meshes" of the chart's plugin.json, as rendered.
+func entryMeshes(t *testing.T, r rendered) map[string]map[string]any {
+	t.Helper()
+	raw, _ := path(r.get(t, "ConfigMap", ""), "data", "plugin.json").(string)
+	var entry struct {
+		Meshes map[string]map[string]any `json:"meshes"`
+	}
+	if err := json.Unmarshal([]byte(raw), &entry); err != nil {
+		t.Fatalf("plugin.json: %v", err)
+	}
+	return entry.Meshes
+}
+
 // null leaves a field out of the chain entry, so the profile's default
-// applies. The custom profile stays off unless enabled is true.
+// (the agent's, the one owner) applies; the chart holds none of them.
 func TestMeshConfigNullIsDefault(t *testing.T) {
 	for _, f := range meshFields(t) {
-		for _, name := range []string{mesh.Linkerd, mesh.Istio} {
-			conf := pluginConf(t, render(t, "", "", meshValues(t, name, f.json, nil)))
-			if got := reflect.ValueOf(conf.Meshes[name]).Field(f.idx); !got.IsZero() {
-				t.Errorf("meshes.%s.%s=null reaches the plugin as %s, want it left out", name, f.json, toJSON(got.Interface()))
+		for _, name := range mesh.Profiles {
+			if _, needed := customBase[f.json]; needed && name == mesh.Custom {
+				continue // an enabled custom mesh needs it (TestChartAndPluginAgree)
+			}
+			vals := meshValues(t, name, f.json, nil)
+			r := render(t, "", "", vals)
+			if v, ok := entryMeshes(t, r)[name][f.json]; ok {
+				t.Errorf("meshes.%s.%s=null reaches the chain entry as %s, want it left out", name, f.json, toJSON(v))
+			}
+			want := reflect.ValueOf(mesh.Config{}.WithDefaults(name)).Field(f.idx)
+			if name == mesh.Custom {
+				want = reflect.ValueOf(customConfig(t)).Field(f.idx)
+			}
+			if got := reflect.ValueOf(pluginConf(t, r).Meshes[name]).Field(f.idx); !reflect.DeepEqual(got.Interface(), want.Interface()) {
+				t.Errorf("meshes.%s.%s=null: the plugin has %s, want the profile's default %s", name, f.json, toJSON(got.Interface()), toJSON(want.Interface()))
 			}
 		}
 	}
-	vals := map[string]any{"meshes": map[string]any{"custom": map[string]any{"enabled": nil}}}
-	if c := pluginConf(t, render(t, "", "", vals)).Meshes[mesh.Custom]; c.Enabled == nil || *c.Enabled {
-		t.Errorf("meshes.custom.enabled=null: custom mesh %+v, want it off", c)
+	if m := entryMeshes(t, render(t, "", "", nil)); len(m) != 0 {
+		t.Errorf("the default values put meshes in the chain entry: %s", toJSON(m))
 	}
+	if c := pluginConf(t, render(t, "", "", nil)).Meshes[mesh.Custom]; c.Enabled == nil || *c.Enabled {
+		t.Errorf("custom mesh %+v by default, want it off", c)
+	}
+}
+
+// customConfig is customBase as the plugin resolves it.
+func customConfig(t *testing.T) mesh.Config {
+	t.Helper()
+	b, _ := json.Marshal(customBase)
+	var c mesh.Config
+	if err := json.Unmarshal(b, &c); err != nil {
+		t.Fatal(err)
+	}
+	return c.WithDefaults(mesh.Custom)
 }
 
 // The schema rejects a value of the wrong type for every field, naming it.
@@ -173,9 +211,10 @@ func TestMeshConfigFieldsSchemaTypes(t *testing.T) {
 	}
 }
 
-// values.yaml lists every field under every mesh and explains each in the
-// comment above "meshes:"; the schema's mesh object has exactly these keys.
-func TestMeshConfigFieldsDocumented(t *testing.T) {
+// values.yaml restates no plugin default: every plugin setting is null
+// (or, for meshes, empty) and points to the generated table of defaults.
+// The schema's mesh object has exactly mesh.Config's keys.
+func TestValuesRestateNoDefault(t *testing.T) {
 	vals, err := ReadValues(filepath.Join(chartDir, "values.yaml"))
 	if err != nil {
 		t.Fatal(err)
@@ -184,29 +223,19 @@ func TestMeshConfigFieldsDocumented(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	head, _, ok := strings.Cut(string(b), "\nmeshes:\n")
-	if !ok {
-		t.Fatal("values.yaml has no meshes")
+	if !strings.Contains(string(b), config.DocFile) {
+		t.Errorf("values.yaml does not point to %s", config.DocFile)
 	}
-	var fields []string
-	for _, f := range meshFields(t) {
-		fields = append(fields, f.json)
-		if !strings.Contains(head, "\n#   "+f.json+" ") {
-			t.Errorf("values.yaml does not explain %s in the comment above meshes", f.json)
+	for _, k := range config.Keys {
+		if k.Schema == nil {
+			continue
 		}
-		for _, name := range mesh.Profiles {
-			m, _ := path(vals, "meshes", name).(map[string]any)
-			if _, ok := m[f.json]; !ok {
-				t.Errorf("values.yaml meshes.%s has no %s", name, f.json)
-			}
+		v, ok := vals[k.Name]
+		if !ok {
+			t.Errorf("values.yaml has no %s", k.Name)
 		}
-	}
-	for _, name := range mesh.Profiles {
-		m, _ := path(vals, "meshes", name).(map[string]any)
-		for k := range m {
-			if !slices.Contains(fields, k) {
-				t.Errorf("values.yaml meshes.%s.%s is not a field of mesh.Config", name, k)
-			}
+		if m, isMap := v.(map[string]any); v != nil && !(isMap && len(m) == 0) {
+			t.Errorf("values.yaml %s = %s restates a default the plugin owns; want null", k.Name, toJSON(v))
 		}
 	}
 	sb, err := os.ReadFile(filepath.Join(chartDir, "values.schema.json"))
@@ -223,9 +252,12 @@ func TestMeshConfigFieldsDocumented(t *testing.T) {
 	if err := json.Unmarshal(sb, &schema); err != nil {
 		t.Fatal(err)
 	}
-	var props []string
+	var props, fields []string
 	for k := range schema.Definitions.Mesh.Properties {
 		props = append(props, k)
+	}
+	for _, f := range meshFields(t) {
+		fields = append(fields, f.json)
 	}
 	slices.Sort(props)
 	slices.Sort(fields)

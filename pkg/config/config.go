@@ -1,5 +1,10 @@
-// Package config parses the mesh-cni chain entry: the plugin's network
-// configuration as the runtime passes it on stdin.
+// Package config owns the mesh-cni chain entry, the plugin's network
+// configuration: its type (Settings, and mesh.Config under "meshes"), each
+// key's default, check and meaning (Keys, MeshKeys), the agent's reading of
+// the configured entry (Resolve: every default applied once) and the
+// plugin's reading of what the runtime passes on stdin (Parse). The chart's
+// schema for these settings and docs/configuration.md are generated from
+// the tables (go generate).
 package config
 
 import (
@@ -8,7 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"time"
@@ -29,7 +34,10 @@ const (
 	DefaultLogLevel       = "info"
 	DefaultAgentNamespace = "mesh-cni"
 	DefaultAgentPodPrefix = "mesh-cni-"
-	DefaultLookupTimeout  = 5 * time.Second
+	// DefaultExcludeNamespace is excluded together with the agent's
+	// namespace when excludeNamespaces is absent.
+	DefaultExcludeNamespace = "kube-system"
+	DefaultLookupTimeout    = 5 * time.Second
 	// MaxLookupTimeout keeps a pod's network setup bounded even when the
 	// agent and the API server both hang.
 	MaxLookupTimeout = time.Minute
@@ -41,31 +49,22 @@ var Backends = backend.Names
 // LogLevels are the accepted values of "logLevel".
 var LogLevels = []string{"debug", "info", "warn", "error"}
 
-// NetConf is the chain entry. Field names follow docs/design.md.
+// NetConf is the chain entry as the runtime passes it: the CNI keys, the
+// plugin's own Settings, and what the runtime adds at call time.
 type NetConf struct {
 	types.NetConf
+	Settings
 
-	LogLevel          string                 `json:"logLevel,omitempty"`
-	Backend           string                 `json:"backend,omitempty"`
-	IPv6              *bool                  `json:"ipv6,omitempty"`
-	ExcludeNamespaces []string               `json:"excludeNamespaces,omitempty"`
-	AgentNamespace    string                 `json:"agentNamespace,omitempty"`
-	AgentPodPrefix    string                 `json:"agentPodPrefix,omitempty"`
-	LookupTimeout     string                 `json:"lookupTimeout,omitempty"`
-	Kubeconfig        string                 `json:"kubeconfig,omitempty"`
-	AgentSocket       string                 `json:"agentSocket,omitempty"`
-	ReportSocket      string                 `json:"reportSocket,omitempty"`
-	ReadyMarker       string                 `json:"readyMarker,omitempty"`
-	Meshes            map[string]mesh.Config `json:"-"`
-	RawMeshes         json.RawMessage        `json:"meshes,omitempty"`
-	RuntimeConfig     RuntimeConfig          `json:"runtimeConfig,omitempty"`
+	RuntimeConfig RuntimeConfig `json:"runtimeConfig,omitempty"`
 	// RawPrev shadows types.NetConf's prevResult map: decoding it straight
 	// into the result type skips a generic decode and a re-encode.
 	RawPrev json.RawMessage `json:"prevResult,omitempty"`
 
 	// Filled in by Parse.
-	Timeout time.Duration   `json:"-"`
-	Result  *current.Result `json:"-"` // prevResult in the current version; nil when there is none
+	Meshes  map[string]mesh.Config `json:"-"` // every known profile, with its defaults applied
+	MeshSet *mesh.Set              `json:"-"` // the enabled meshes, resolved once for every pod
+	Timeout time.Duration          `json:"-"`
+	Result  *current.Result        `json:"-"` // prevResult in the current version; nil when there is none
 }
 
 // RuntimeConfig holds the capability arguments the runtime inserts.
@@ -95,7 +94,8 @@ func ParseArgs(s string) (*K8sArgs, error) {
 }
 
 // Parse is the one parser of the chain entry: decode, parse prevResult,
-// apply defaults, validate. Errors are *types.Error with the CNI code.
+// apply defaults unless the entry is resolved, validate. Errors are
+// *types.Error with the CNI code.
 func Parse(stdin []byte) (*NetConf, error) {
 	conf, err := ParseScoped(stdin)
 	if err != nil {
@@ -111,6 +111,11 @@ func Parse(stdin []byte) (*NetConf, error) {
 // that decide exemption are read leniently: a value of the wrong type
 // takes the default, and a listed name that is not a namespace name
 // matches no pod; either still fails every other pod with the error.
+//
+// An entry the agent wrote says "resolved": every default is in it, so
+// none is applied again; it is only checked. An entry without the mark
+// (written by hand, or chained by an older agent) is resolved here, on
+// every call, exactly as the agent would.
 func ParseScoped(stdin []byte) (*NetConf, error) {
 	conf := &NetConf{}
 	var decErr error
@@ -137,19 +142,40 @@ func ParseScoped(stdin []byte) (*NetConf, error) {
 		}
 		conf.Result = res
 	}
-	conf.setDefaults()
+	if !conf.Resolved || decErr != nil {
+		conf.setDefaults()
+	}
 	if decErr != nil {
 		return conf, decErr
 	}
-	meshes, err := parseMeshes(conf.RawMeshes)
-	if err != nil {
-		return conf, err
-	}
-	conf.Meshes = meshes
-	if err := conf.validate(); err != nil {
+	if err := conf.finish(); err != nil {
 		return conf, err
 	}
 	return conf, nil
+}
+
+// finish reads the meshes (resolving them unless the entry is resolved),
+// validates every key and resolves the enabled meshes' Specs.
+func (c *NetConf) finish() error {
+	if c.Resolved {
+		if err := c.complete(); err != nil {
+			return err
+		}
+	}
+	meshes, err := parseMeshes(c.RawMeshes, c.Resolved)
+	if err != nil {
+		return err
+	}
+	c.Meshes = meshes
+	if err := c.validate(); err != nil {
+		return err
+	}
+	set, err := mesh.NewSet(c.Meshes)
+	if err != nil {
+		return types.NewError(types.ErrInvalidNetworkConfig, "invalid mesh config: "+Clip(err.Error()), "")
+	}
+	c.MeshSet = set
+	return nil
 }
 
 // Exempt says why a pod is never redirected nor blocked: its namespace is
@@ -164,6 +190,22 @@ func (c *NetConf) Exempt(namespace, name string) string {
 	return ""
 }
 
+// complete checks that a resolved entry has every key: nothing fills in
+// a missing one (an unset agentPodPrefix would exempt every pod of the
+// agent's namespace, an unset ipv6 would mean neither).
+func (c *NetConf) complete() error {
+	v := reflect.ValueOf(c.Settings)
+	for i := range v.NumField() {
+		if v.Field(i).IsZero() {
+			name, _, _ := strings.Cut(v.Type().Field(i).Tag.Get("json"), ",")
+			return types.NewError(types.ErrInvalidNetworkConfig, fmt.Sprintf("%q is missing from a resolved entry", name), "")
+		}
+	}
+	return nil
+}
+
+// setDefaults applies the defaults of the top-level keys (Keys); the
+// meshes take theirs in parseMeshes.
 func (c *NetConf) setDefaults() {
 	if c.LogLevel == "" {
 		c.LogLevel = DefaultLogLevel
@@ -185,7 +227,10 @@ func (c *NetConf) setDefaults() {
 	// An explicit empty list means "exclude nothing"; only an absent key
 	// takes the default.
 	if c.ExcludeNamespaces == nil {
-		c.ExcludeNamespaces = []string{"kube-system", c.AgentNamespace}
+		c.ExcludeNamespaces = []string{DefaultExcludeNamespace, c.AgentNamespace}
+	}
+	if c.LookupTimeout == "" {
+		c.LookupTimeout = durText(DefaultLookupTimeout)
 	}
 	if c.Kubeconfig == "" {
 		c.Kubeconfig = node.DefaultKubeconfig
@@ -202,64 +247,70 @@ func (c *NetConf) setDefaults() {
 	c.Timeout = DefaultLookupTimeout
 }
 
+// validate checks every top-level key against its Key's check.
 func (c *NetConf) validate() error {
-	if !slices.Contains(Backends, c.Backend) {
-		return invalid("backend", c.Backend, "want one of "+strings.Join(Backends, ", "))
-	}
-	if !slices.Contains(LogLevels, c.LogLevel) {
-		return invalid("logLevel", c.LogLevel, "want one of "+strings.Join(LogLevels, ", "))
-	}
-	if c.LookupTimeout != "" {
-		d, err := time.ParseDuration(c.LookupTimeout)
-		if err != nil {
-			return invalid("lookupTimeout", c.LookupTimeout, "not a duration such as \"5s\"")
+	for _, k := range Keys {
+		if k.check == nil {
+			continue
 		}
-		if d <= 0 || d > MaxLookupTimeout {
-			return invalid("lookupTimeout", c.LookupTimeout, "must be above 0 and at most "+MaxLookupTimeout.String())
-		}
-		c.Timeout = d
-	}
-	for key, p := range map[string]string{
-		"kubeconfig": c.Kubeconfig, "agentSocket": c.AgentSocket,
-		"reportSocket": c.ReportSocket, "readyMarker": c.ReadyMarker,
-	} {
-		if !filepath.IsAbs(p) {
-			return invalid(key, p, "must be an absolute path")
-		}
-	}
-	if !isDNSLabel(c.AgentNamespace) {
-		return invalid("agentNamespace", c.AgentNamespace, "not a namespace name")
-	}
-	for _, ns := range c.ExcludeNamespaces {
-		if !isDNSLabel(ns) {
-			return invalid("excludeNamespaces", ns, "not a namespace name")
-		}
-	}
-	for _, name := range slices.Sorted(maps.Keys(c.Meshes)) {
-		if err := mesh.Validate(name, c.Meshes[name]); err != nil {
-			return types.NewError(types.ErrInvalidNetworkConfig, "invalid mesh config: "+Clip(err.Error()), "")
+		if err := k.check(c); err != nil {
+			return err
 		}
 	}
 	return nil
 }
 
 // parseMeshes decodes "meshes" strictly: a profile name or a key we do not
-// know is an error, not something to ignore. Profiles left out keep their
-// defaults (linkerd and istio on, custom off).
-func parseMeshes(raw json.RawMessage) (map[string]mesh.Config, error) {
-	out := map[string]mesh.Config{}
-	for _, name := range mesh.Profiles {
-		out[name] = mesh.Config{}
+// know is an error, not something to ignore. In an entry as written,
+// profiles left out keep their defaults (linkerd and istio on, custom off)
+// and every omitted field takes its profile's default. In a resolved entry
+// the settings are final; only a profile the entry does not name (one the
+// agent that wrote it did not know) is given its defaults.
+func parseMeshes(raw json.RawMessage, resolved bool) (map[string]mesh.Config, error) {
+	given, err := decodeMeshes(raw)
+	if err != nil {
+		return nil, err
 	}
+	out := make(map[string]mesh.Config, len(mesh.Profiles))
+	for name, mc := range given {
+		if resolved {
+			out[name] = mc
+			continue
+		}
+		if mc.Enabled == nil && mesh.OnWhenConfigured(name) {
+			on := true
+			mc.Enabled = &on
+		}
+		out[name] = mc.WithDefaults(name)
+	}
+	for _, name := range mesh.Profiles {
+		if _, ok := out[name]; !ok {
+			out[name] = mesh.Config{}.WithDefaults(name)
+		}
+	}
+	return out, nil
+}
+
+// decodeMeshes decodes "meshes" in one pass when it is valid; otherwise it
+// goes profile by profile, in name order, to say which profile or key is
+// wrong.
+func decodeMeshes(raw json.RawMessage) (map[string]mesh.Config, error) {
 	if len(raw) == 0 || string(raw) == "null" {
-		return out, nil
+		return nil, nil
+	}
+	var all map[string]mesh.Config
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if dec.Decode(&all) == nil && known(all) {
+		return all, nil
 	}
 	var byName map[string]json.RawMessage
 	if err := json.Unmarshal(raw, &byName); err != nil {
 		return nil, types.NewError(types.ErrDecodingFailure, "failed to decode \"meshes\"", err.Error())
 	}
+	out := map[string]mesh.Config{}
 	for _, name := range slices.Sorted(maps.Keys(byName)) {
-		if _, known := out[name]; !known {
+		if !slices.Contains(mesh.Profiles, name) {
 			return nil, types.NewError(types.ErrUnsupportedField,
 				fmt.Sprintf("unknown mesh profile %q in \"meshes\"", Clip(name)),
 				"known profiles: "+strings.Join(mesh.Profiles, ", "))
@@ -274,15 +325,18 @@ func parseMeshes(raw json.RawMessage) (map[string]mesh.Config, error) {
 			}
 			return nil, types.NewError(types.ErrDecodingFailure, fmt.Sprintf("failed to decode meshes.%s", name), err.Error())
 		}
-		if name == mesh.Custom && mc.Enabled == nil {
-			// The custom profile has no defaults to run with; it is on
-			// only when asked for.
-			on := true
-			mc.Enabled = &on
-		}
 		out[name] = mc
 	}
 	return out, nil
+}
+
+func known(meshes map[string]mesh.Config) bool {
+	for name := range meshes {
+		if !slices.Contains(mesh.Profiles, name) {
+			return false
+		}
+	}
+	return true
 }
 
 // invalid is the CNI error for a bad value: it names the key and the value.

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/containernetworking/cni/libcni"
+
+	"github.com/mesh-cni/mesh-cni/pkg/config"
 )
 
 const testPluginJSON = `{
@@ -22,7 +24,7 @@ const testPluginJSON = `{
   "meshes": {"linkerd": {"proxyUID": 2102, "inboundPort": 4143, "outboundPort": 4140}}
 }`
 
-var testHostPaths = HostPaths{
+var testHostPaths = config.HostPaths{
 	Kubeconfig:   "/var/lib/mesh-cni/kubeconfig",
 	AgentSocket:  "/var/run/mesh-cni/agent.sock",
 	ReportSocket: "/var/run/mesh-cni/report.sock",
@@ -52,7 +54,7 @@ func newEnv(t testing.TB, mod func(*Config)) *env {
 	if err := os.WriteFile(e.plugin, []byte("#!/bin/sh\necho plugin\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	entry, err := BuildEntry([]byte(testPluginJSON), testHostPaths)
+	entry, err := config.Load([]byte(testPluginJSON), testHostPaths)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -28,7 +28,7 @@ type Config struct {
 	Subdir       bool   // drop <confdir>/<network>/mesh-cni.conf instead of editing the primary
 	StateDir     string // persistent: backups and the install record
 	PluginBinary string // the plugin inside the image
-	Entry        []byte // the chain entry (BuildEntry output)
+	Entry        []byte // the resolved chain entry (config.Load)
 	// LoadEntry, when set, builds the entry afresh on every pass (the
 	// chart's file may change); an error refuses the pass and leaves the
 	// chain as it is. EntryDir is watched for that file's changes.

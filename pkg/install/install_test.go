@@ -10,6 +10,9 @@ import (
 	"testing"
 
 	"github.com/containernetworking/cni/libcni"
+
+	"github.com/mesh-cni/mesh-cni/pkg/config"
+	"github.com/mesh-cni/mesh-cni/pkg/mesh"
 )
 
 // nodeName maps a fixture to a file name with the extension it has on a node.
@@ -410,21 +413,53 @@ func TestBadInput(t *testing.T) {
 	})
 	t.Run("bad plugin config", func(t *testing.T) {
 		for _, raw := range []string{`{"type":"other"}`, `not json`, `{"type":"mesh-cni","type":"mesh-cni"}`, `[]`} {
-			if _, err := BuildEntry([]byte(raw), testHostPaths); err == nil {
+			if _, err := config.Load([]byte(raw), testHostPaths); err == nil {
 				t.Errorf("accepted %s", raw)
 			}
 		}
 	})
 }
 
-func TestBuildEntryHostPaths(t *testing.T) {
-	e, err := BuildEntry([]byte(`{"cniVersion":"0.4.0","name":"x","type":"mesh-cni","kubeconfig":"/x","logLevel":"debug"}`), testHostPaths)
+// The agent's entry: the host paths replace the configured ones, the
+// list's keys are left to the list, every default is written out (every
+// profile included), and it is marked resolved.
+func TestLoadEntry(t *testing.T) {
+	e, err := config.Load([]byte(`{"cniVersion":"0.4.0","name":"x","type":"mesh-cni","kubeconfig":"/x","logLevel":"DEBUG",`+
+		`"excludeNamespaces":[],"meshes":{"istio":{"ignoreOutboundPorts":[]}}}`), testHostPaths)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := `{"type":"mesh-cni","kubeconfig":"/var/lib/mesh-cni/kubeconfig","logLevel":"debug","agentSocket":"/var/run/mesh-cni/agent.sock","reportSocket":"/var/run/mesh-cni/report.sock","readyMarker":"/var/run/mesh-cni/ready"}`
-	if string(e) != want {
-		t.Fatalf("got  %s\nwant %s", e, want)
+	var got map[string]any
+	if err := json.Unmarshal(e, &got); err != nil {
+		t.Fatal(err)
+	}
+	for k, want := range map[string]any{
+		"type": "mesh-cni", "kubeconfig": testHostPaths.Kubeconfig, "agentSocket": testHostPaths.AgentSocket,
+		"reportSocket": testHostPaths.ReportSocket, "readyMarker": testHostPaths.ReadyMarker,
+		"logLevel": "debug", "backend": "auto", "ipv6": true, "lookupTimeout": "5s", "resolved": true,
+		"agentNamespace": "mesh-cni", "agentPodPrefix": "mesh-cni-",
+	} {
+		if got[k] != want {
+			t.Errorf("%s = %v, want %v", k, got[k], want)
+		}
+	}
+	for _, k := range []string{"cniVersion", "name"} {
+		if _, ok := got[k]; ok {
+			t.Errorf("%s is the list's key, not the entry's: %s", k, e)
+		}
+	}
+	if l, ok := got["excludeNamespaces"].([]any); !ok || len(l) != 0 {
+		t.Errorf("excludeNamespaces [] (exclude none) became %v", got["excludeNamespaces"])
+	}
+	meshes, _ := got["meshes"].(map[string]any)
+	for _, name := range mesh.Profiles {
+		if _, ok := meshes[name].(map[string]any); !ok {
+			t.Errorf("meshes.%s missing: %s", name, e)
+		}
+	}
+	istio, _ := meshes[mesh.Istio].(map[string]any)
+	if l, ok := istio["ignoreOutboundPorts"].([]any); !ok || len(l) != 0 || istio["proxyUID"] != 1337.0 {
+		t.Errorf("istio: [] must stay [] (it clears the default) and defaults must be written: %v", istio)
 	}
 }
 

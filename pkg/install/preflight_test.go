@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/mesh-cni/mesh-cni/pkg/config"
 )
 
 // An entry the plugin's parser rejects fails every pod on the node; the
@@ -19,7 +21,7 @@ func TestBuildEntryRejectsWhatThePluginRejects(t *testing.T) {
 		`{"type":"mesh-cni","excludeNamespaces":["Kube_System"]}`:                "excludeNamespaces",
 		`{"type":"mesh-cni","meshes":{"consul":{}}}`:                             "consul",
 	} {
-		_, err := BuildEntry([]byte(raw), testHostPaths)
+		_, err := config.Load([]byte(raw), testHostPaths)
 		if err == nil || !strings.Contains(err.Error(), key) {
 			t.Errorf("%s: want an error naming %s, got %v", raw, key, err)
 		}
@@ -30,7 +32,7 @@ func TestBuildEntryRejectsWhatThePluginRejects(t *testing.T) {
 func TestRefusedEntryKeepsLastGood(t *testing.T) {
 	raw := testPluginJSON
 	e := newEnv(t, func(c *Config) {
-		c.LoadEntry = func() ([]byte, error) { return BuildEntry([]byte(raw), testHostPaths) }
+		c.LoadEntry = func() ([]byte, error) { return config.Load([]byte(raw), testHostPaths) }
 	})
 	e.put(t, "10-kindnet.conflist", fixture(t, "kindnet-ipv4.conflist"))
 	if st := e.in.pass(); st.Err != nil || !st.Wrote {
@@ -68,7 +70,7 @@ func TestWrongBinDirRefused(t *testing.T) {
 
 func TestBackendToolsMissingRefused(t *testing.T) {
 	tools := t.TempDir()
-	entry, err := BuildEntry([]byte(`{"type":"mesh-cni","backend":"iptables-legacy"}`), testHostPaths)
+	entry, err := config.Load([]byte(`{"type":"mesh-cni","backend":"iptables-legacy"}`), testHostPaths)
 	if err != nil {
 		t.Fatal(err)
 	}

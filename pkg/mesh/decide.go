@@ -3,7 +3,8 @@ package mesh
 import (
 	"errors"
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 	"strings"
 
 	"github.com/mesh-cni/mesh-cni/pkg/rules"
@@ -66,39 +67,71 @@ type judge func(cfg Config, base rules.Spec, pod Pod) (judgement, error)
 
 var judges = map[string]judge{Linkerd: judgeLinkerd, Istio: judgeIstio, Custom: judgeCustom}
 
-// Decide judges pod against every enabled mesh. Each pod is judged by the
-// contract it carries, so one node can serve several meshes. families are
-// the address families the pod has (none: both).
-//
-// Without the spec (SpecKnown false) Annotations are trusted as complete: a
-// nil map means the runtime sent none, and Decide asks for the spec.
+// Decide judges pod against every enabled mesh of meshes, as written
+// (omitted fields take the profile's defaults). It is NewSet and
+// Set.Decide in one call; a caller that judges many pods builds the Set
+// once.
 func Decide(meshes map[string]Config, pod Pod, families []rules.Family) (Decision, error) {
-	if pod.Annotations == nil && !pod.SpecKnown {
-		return Decision{NeedSpec: true, Reason: ReasonNoAnnotations}, nil
+	eff := make(map[string]Config, len(meshes))
+	for name, c := range meshes {
+		eff[name] = c.WithDefaults(name)
 	}
-	names := make([]string, 0, len(meshes))
-	for name := range meshes {
-		if judges[name] == nil {
-			return Decision{}, fmt.Errorf("unknown mesh profile %q (want one of %s)", name, strings.Join(Profiles, ", "))
-		}
-		names = append(names, name)
+	s, err := NewSet(eff)
+	if err != nil {
+		return Decision{}, err
 	}
-	sort.Strings(names)
+	return s.Decide(pod, families)
+}
 
-	var found []string
-	var spec *rules.Spec
-	var skip, need *Decision
-	var notes []string
-	for _, name := range names {
-		cfg := meshes[name].WithDefaults(name)
+// Set is the meshes of a chain entry, resolved: each enabled mesh with the
+// Spec its pods start from. It is built once per entry; deciding a pod
+// applies no default and parses no setting again.
+type Set struct {
+	names []string // enabled meshes, sorted
+	cfg   map[string]Config
+	base  map[string]rules.Spec
+}
+
+// NewSet checks effective settings (every default already applied, as
+// WithDefaults or a resolved chain entry gives them; nothing is defaulted
+// here) and resolves each enabled mesh's base Spec. A disabled mesh is
+// only checked for its name.
+func NewSet(effective map[string]Config) (*Set, error) {
+	s := &Set{cfg: map[string]Config{}, base: map[string]rules.Spec{}}
+	for _, name := range slices.Sorted(maps.Keys(effective)) {
+		if judges[name] == nil {
+			return nil, fmt.Errorf("unknown mesh profile %q (want one of %s)", name, strings.Join(Profiles, ", "))
+		}
+		cfg := effective[name]
 		if !cfg.enabled() {
 			continue
 		}
 		base, err := cfg.base(name)
 		if err != nil {
-			return Decision{}, err
+			return nil, err
 		}
-		j, err := judges[name](cfg, base, pod)
+		s.names = append(s.names, name)
+		s.cfg[name], s.base[name] = cfg, base
+	}
+	return s, nil
+}
+
+// Decide judges pod against every enabled mesh of the set. Each pod is
+// judged by the contract it carries, so one node can serve several meshes.
+// families are the address families the pod has (none: both).
+//
+// Without the spec (SpecKnown false) Annotations are trusted as complete: a
+// nil map means the runtime sent none, and Decide asks for the spec.
+func (s *Set) Decide(pod Pod, families []rules.Family) (Decision, error) {
+	if pod.Annotations == nil && !pod.SpecKnown {
+		return Decision{NeedSpec: true, Reason: ReasonNoAnnotations}, nil
+	}
+	var found []string
+	var spec *rules.Spec
+	var skip, need *Decision
+	var notes []string
+	for _, name := range s.names {
+		j, err := judges[name](s.cfg[name], s.base[name], pod)
 		if err != nil {
 			var ie *IdentityError
 			if errors.As(err, &ie) {

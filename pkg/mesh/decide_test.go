@@ -310,3 +310,46 @@ func TestBadAnnotations(t *testing.T) {
 		t.Errorf("unclaimed pod: %v", err)
 	}
 }
+
+// A Set decides many pods: one pod's annotations (which add to the base
+// lists) must not leak into the next pod's rules.
+func TestSetDecideIsolatesPods(t *testing.T) {
+	eff := map[string]Config{}
+	for name, c := range trustedIstio() {
+		eff[name] = c.WithDefaults(name)
+	}
+	s, err := NewSet(eff)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain := istioPod(nil)
+	first, err := s.Decide(plain, nil)
+	if err != nil || !first.Meshed {
+		t.Fatal(first, err)
+	}
+	for range 3 {
+		if d, err := s.Decide(istioPod(map[string]string{IstioExcludeInboundPorts: "9000", IstioExcludeInterfaces: "eth9"}), nil); err != nil || !d.Meshed {
+			t.Fatal(d, err)
+		}
+	}
+	again, err := s.Decide(plain, nil)
+	if err != nil || !reflect.DeepEqual(again, first) {
+		t.Errorf("the same pod decides differently after other pods:\n%+v\n%+v", again.Spec, first.Spec)
+	}
+}
+
+// Every profile without a default sidecar needs sidecar or
+// selectAnnotation to know its pods.
+func TestProfileNeedsSelector(t *testing.T) {
+	for _, name := range Profiles {
+		d, _ := Defaults(name)
+		c := Config{Enabled: ptr(true), ProxyUID: ptr(int64(1)), InboundPort: 1, OutboundPort: 2}
+		err := Validate(name, c)
+		if d.Sidecar == "" && (err == nil || !strings.Contains(err.Error(), "needs sidecar or selectAnnotation")) {
+			t.Errorf("%s without sidecar and selectAnnotation: %v", name, err)
+		}
+		if d.Sidecar != "" && err != nil {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+}

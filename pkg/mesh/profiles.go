@@ -12,6 +12,11 @@ import (
 // Profiles lists the known profile names.
 var Profiles = []string{Linkerd, Istio, Custom}
 
+// OnWhenConfigured says whether a profile that is off by default is turned
+// on by an entry under its name that does not say "enabled": the custom
+// profile has no defaults to run with, so configuring it is asking for it.
+func OnWhenConfigured(name string) bool { return name == Custom }
+
 func ptr[T any](v T) *T { return &v }
 
 // Defaults returns a profile's built-in settings.
@@ -130,8 +135,8 @@ func (c Config) base(name string) (rules.Spec, error) {
 		return s, nil
 	}
 	field := func(f string, err error) error { return fmt.Errorf("meshes.%s.%s: %w", name, f, err) }
-	if name == Custom && c.Sidecar == "" && c.SelectAnnotation == "" {
-		return s, field("sidecar", errors.New("the custom profile needs sidecar or selectAnnotation to know its pods"))
+	if c.Sidecar == "" && c.SelectAnnotation == "" {
+		return s, field("sidecar", fmt.Errorf("the %s profile needs sidecar or selectAnnotation to know its pods", name))
 	}
 	if c.SelectAnnotation != "" {
 		if k, _, _ := strings.Cut(c.SelectAnnotation, "="); strings.TrimSpace(k) == "" {

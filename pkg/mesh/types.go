@@ -11,7 +11,9 @@ const (
 
 // Config is one mesh's settings in the plugin config ("meshes": {name: Config}).
 // Zero values are filled from the profile's defaults; a pod's annotations
-// override them per pod.
+// override them per pod. Lists are written with omitzero, not omitempty:
+// an empty list ([], which clears a default list) must survive encoding.
+// Every key's meaning and accepted values are in pkg/config (MeshSettings).
 type Config struct {
 	Enabled          *bool    `json:"enabled,omitempty"`
 	Sidecar          string   `json:"sidecar,omitempty"`          // container name that marks a meshed pod
@@ -22,13 +24,13 @@ type Config struct {
 	OutboundPort     int      `json:"outboundPort,omitempty"`
 	TunnelPort       int      `json:"tunnelPort,omitempty"` // inbound port never redirected (istio HBONE)
 	DNSPort          int      `json:"dnsPort,omitempty"`    // where captured DNS goes
-	InboundPorts     []string `json:"portsToRedirect,omitempty"`
-	IgnoreInbound    []string `json:"ignoreInboundPorts,omitempty"`
-	IgnoreOutbound   []string `json:"ignoreOutboundPorts,omitempty"`
-	IncludeOutbound  []string `json:"includeOutboundPorts,omitempty"`
-	SkipSubnets      []string `json:"skipSubnets,omitempty"`
-	IncludeSubnets   []string `json:"includeSubnets,omitempty"`
-	ExcludeIfaces    []string `json:"excludeInterfaces,omitempty"`
+	InboundPorts     []string `json:"portsToRedirect,omitzero"`
+	IgnoreInbound    []string `json:"ignoreInboundPorts,omitzero"`
+	IgnoreOutbound   []string `json:"ignoreOutboundPorts,omitzero"`
+	IncludeOutbound  []string `json:"includeOutboundPorts,omitzero"`
+	SkipSubnets      []string `json:"skipSubnets,omitzero"`
+	IncludeSubnets   []string `json:"includeSubnets,omitzero"`
+	ExcludeIfaces    []string `json:"excludeInterfaces,omitzero"`
 	InterceptionMode string   `json:"interceptionMode,omitempty"` // REDIRECT or TPROXY
 	CaptureDNS       *bool    `json:"captureDNS,omitempty"`
 	// LoopbackToInbound sends the proxy's own connections to a local,

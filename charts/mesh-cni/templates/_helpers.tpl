@@ -147,14 +147,16 @@ default. Templates read it with `include "mesh-cni.settings" . | fromJson`.
 {{- fail "cni.chained=false needs cni.confFileName: the name of the standalone config file to write" }}
 {{- end }}
 
-{{- /* Backend and IPv6: the linkerd2-cni names, when given, replace the defaults. */}}
+{{- /* Backend and IPv6: the linkerd2-cni names, when given, set them. Left
+null, the key stays out of the chain entry and takes its default
+(docs/configuration.md). */}}
 {{- $backend := $v.backend }}
 {{- if hasKey $v "iptablesMode" }}
 {{- $mapped := get (dict "nft" "iptables-nft" "legacy" "iptables-legacy" "plain" "auto") (toString $v.iptablesMode) }}
 {{- if not $mapped }}
 {{- fail (printf "iptablesMode: %q is not one of nft, legacy, plain" (toString $v.iptablesMode)) }}
 {{- end }}
-{{- if and (ne $backend "auto") (ne $backend $mapped) }}
+{{- if and $backend (ne $backend $mapped) }}
 {{- fail (printf "backend=%q and iptablesMode=%q disagree; set only one" $backend $v.iptablesMode) }}
 {{- end }}
 {{- $backend = $mapped }}
@@ -235,11 +237,14 @@ has any value, replaces requests/limits. */}}
 {{- end }}
 
 {{/*
-mesh-cni.meshes renders the plugin's "meshes" object: each profile with its
-null and "" fields left out (the profile's default applies), and the
+mesh-cni.meshes renders the plugin's "meshes" object: each profile given in
+the values, with its null and "" keys left out (the profile's default
+applies; the defaults live in the plugin, docs/configuration.md), and the
 linkerd2-cni proxy values folded into linkerd. A list, even [], is passed as
-is: [] clears a profile's default list, as in the plugin. Ports in lists
-become strings; numbers stay integers (proxyGID -1 = no GID exemption).
+is: [] clears a profile's default list, as in the plugin. List items
+become strings (ports are "4190" in the plugin); numbers are written as
+integers. Nothing here knows a key: the schema, generated from the
+plugin's type, checks them.
 */}}
 {{- define "mesh-cni.meshes" -}}
 {{- $v := .Values }}
@@ -248,32 +253,32 @@ become strings; numbers stay integers (proxyGID -1 = no GID exemption).
 {{- $c := dict }}
 {{- range $k, $x := $m }}
 {{- if kindIs "invalid" $x }}
-{{- else if has $k (list "portsToRedirect" "ignoreInboundPorts" "ignoreOutboundPorts" "includeOutboundPorts") }}
-{{- $_ := set $c $k (include "mesh-cni.portList" $x | fromJsonArray) }}
 {{- else if kindIs "slice" $x }}
 {{- $l := list }}{{ range $x }}{{ $l = append $l (toString .) }}{{ end }}
 {{- $_ := set $c $k $l }}
 {{- else if kindIs "string" $x }}
 {{- if $x }}{{ $_ := set $c $k $x }}{{ end }}
-{{- else if has $k (list "proxyUID" "proxyGID" "inboundPort" "outboundPort" "tunnelPort" "dnsPort") }}
+{{- else if kindIs "float64" $x }}
 {{- $_ := set $c $k (int64 $x) }}
 {{- else }}
 {{- $_ := set $c $k $x }}
 {{- end }}
 {{- end }}
-{{- if and $c.captureDNS (not $c.dnsPort) (ne $name "istio") }}
-{{- fail (printf "meshes.%s.captureDNS=true needs meshes.%s.dnsPort: where captured DNS goes" $name $name) }}
-{{- end }}
-{{- if and (eq $name "custom") (not (hasKey $c "enabled")) }}
-{{- /* The plugin turns on a custom entry without "enabled"; the chart's default is off. */}}
-{{- $_ := set $c "enabled" false }}
-{{- end }}
 {{- $_ := set $out $name $c }}
 {{- end }}
+{{- /* A platform fact, not a default: on OpenShift pods run under UIDs from
+their namespace's range, so only the spec tells Istio's proxy UID. */}}
 {{- $p := get (include "mesh-cni.presets" . | fromYaml) (default "" $v.platform) | default dict }}
-{{- if and (hasKey $p "istioTrustAnnotations") (hasKey $out "istio") (not (hasKey $out.istio "trustAnnotations")) }}
-{{- $_ := set $out.istio "trustAnnotations" $p.istioTrustAnnotations }}
+{{- if hasKey $p "istioTrustAnnotations" }}
+{{- $i := default dict $out.istio }}
+{{- if not (hasKey $i "trustAnnotations") }}
+{{- $_ := set $i "trustAnnotations" $p.istioTrustAnnotations }}
+{{- $_ := set $out "istio" $i }}
 {{- end }}
+{{- end }}
+{{- /* linkerd2-cni's values, under their names, set the linkerd profile; its
+own chart always lists proxyControlPort and proxyAdminPort (4190, 4191 unless
+set) before ignoreInboundPorts. */}}
 {{- $l := default dict $out.linkerd }}
 {{- range $from, $to := dict "inboundProxyPort" "inboundPort" "outboundProxyPort" "outboundPort" "proxyUID" "proxyUID" "proxyGID" "proxyGID" }}
 {{- if hasKey $v $from }}
@@ -296,6 +301,6 @@ become strings; numbers stay integers (proxyGID -1 = no GID exemption).
 {{- if $ports }}{{ $_ := set $l $k $ports }}{{ else }}{{ $_ := unset $l $k }}{{ end }}
 {{- end }}
 {{- end }}
-{{- if $out.linkerd }}{{ $_ := set $out "linkerd" $l }}{{ end }}
+{{- if or $l (hasKey $out "linkerd") }}{{ $_ := set $out "linkerd" $l }}{{ end }}
 {{- toJson $out }}
 {{- end }}
