@@ -148,7 +148,8 @@ E2E_TIMEOUT ?= 60m
 E2E_ENV = E2E_IMAGES="$(IMAGE_TAR) $(PROXY_TAR)" E2E_NODE_IMAGE=$(KIND_NODE_IMAGE) \
 	HELM=$$(bash hack/chart-tools.sh helm | tail -n1)/helm \
 	KUBECTL=$$(bash hack/build-k8s.sh kubectl | tail -n1)/kubectl
-E2E_GO_TEST = $(GO) test -v -tags e2e -count=1 -timeout $(E2E_TIMEOUT) ./e2e -ginkgo.v -ginkgo.no-color -ginkgo.label-filter='$(E2E_LABELS)'
+# Every label but istio-real (test-e2e-istio) unless E2E_LABELS says otherwise.
+E2E_GO_TEST = $(GO) test -v -tags e2e -count=1 -timeout $(E2E_TIMEOUT) ./e2e -ginkgo.v -ginkgo.no-color -ginkgo.label-filter='$(or $(E2E_LABELS),!istio-real)'
 # The other cluster shapes run the smoke specs unless E2E_LABELS says otherwise.
 E2E_GO_SMOKE = $(GO) test -v -tags e2e -count=1 -timeout $(E2E_TIMEOUT) ./e2e -ginkgo.v -ginkgo.no-color -ginkgo.label-filter='$(or $(E2E_LABELS),smoke)'
 test-e2e: image-tar testproxy-tar kind-image
@@ -159,12 +160,12 @@ test-e2e: image-tar testproxy-tar kind-image
 	$(E2E_ENV) E2E_INSTALL=helm E2E_CLUSTER=mesh-cni-e2e-dual-$$$$ \
 	  E2E_KIND_CONFIG=$(CURDIR)/kind-configs/dual-stack.yaml $(E2E_GO_SMOKE)
 
-## test-e2e-ci: the e2e run of `make test`: every spec on the 3-node cluster
-## (Helm), smoke on one node (kustomize).
+## test-e2e-ci: the e2e run of `make test`: every spec but istio-real on the
+## 3-node cluster (Helm), smoke on one node (kustomize).
 test-e2e-ci: image-tar testproxy-tar kind-image
 	$(E2E_ENV) E2E_INSTALL=helm E2E_CLUSTER=mesh-cni-e2e-helm-$$$$ \
 	  E2E_KIND_CONFIG=$(CURDIR)/kind-configs/multi-node.yaml $(GO) test -v -tags e2e -count=1 -timeout $(E2E_TIMEOUT) \
-	  ./e2e -ginkgo.v -ginkgo.no-color
+	  ./e2e -ginkgo.v -ginkgo.no-color -ginkgo.label-filter='!istio-real'
 	$(E2E_ENV) E2E_INSTALL=kustomize E2E_CLUSTER=mesh-cni-e2e-kustomize-$$$$ \
 	  E2E_KIND_CONFIG=$(CURDIR)/kind-configs/single-node.yaml $(E2E_GO_SMOKE)
 
@@ -177,7 +178,21 @@ test-e2e-more: image-tar testproxy-tar kind-image
 	$(E2E_ENV) E2E_CLUSTER=mesh-cni-e2e-rewriting-$$$$ \
 	  E2E_KIND_CONFIG=$(CURDIR)/kind-configs/rewriting-primary.yaml $(E2E_GO_SMOKE)
 
-.PHONY: kind-image testproxy-tar test-e2e test-e2e-ci test-e2e-more demo demo-down
+## istio-images: istiod and the proxyv2 stand-in (Istio's pilot-agent, the test proxy in place of Envoy) as one tarball
+istio-images:
+	@bash hack/istio-images.sh >/dev/null
+
+## test-e2e-istio: Istio's real control plane and injector with mesh-cni as the CNI (label istio-real, Helm, one node)
+E2E_ISTIO_CLUSTER ?= mesh-cni-e2e-istio-$$$$
+E2E_ISTIO_KIND_CONFIG ?= $(CURDIR)/kind-configs/single-node.yaml
+test-e2e-istio: image-tar testproxy-tar kind-image
+	$(E2E_ENV) E2E_ISTIO_IMAGES=$$(bash hack/istio-images.sh | tail -n1) \
+	  ISTIOCTL=$$(bash hack/build-istio.sh istioctl | tail -n1)/istioctl \
+	  E2E_INSTALL=helm E2E_CLUSTER=$(E2E_ISTIO_CLUSTER) E2E_KIND_CONFIG=$(E2E_ISTIO_KIND_CONFIG) \
+	  $(GO) test -v -tags e2e -count=1 -timeout $(E2E_TIMEOUT) ./e2e -ginkgo.v -ginkgo.no-color \
+	  -ginkgo.label-filter='$(or $(E2E_LABELS),istio-real)'
+
+.PHONY: kind-image testproxy-tar test-e2e test-e2e-ci test-e2e-more test-e2e-istio istio-images demo demo-down
 
 ## demo: a kind cluster with mesh-cni (Helm) and a meshed app, with the proxy's evidence
 demo: image-tar testproxy-tar kind-image

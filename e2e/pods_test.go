@@ -64,19 +64,34 @@ var appPorts = []int{8080, 9090}
 // newNamespace makes a namespace that enforces the restricted Pod Security
 // Standard: meshed pods need no NET_ADMIN, so they run there.
 func newNamespace(ctx context.Context, prefix string) string {
+	return newNamespaceWith(ctx, prefix, nil, nil)
+}
+
+// newNamespaceWith is newNamespace with extra labels and annotations.
+func newNamespaceWith(ctx context.Context, prefix string, labels, annotations map[string]string) string {
 	name := fmt.Sprintf("%s-%d", prefix, rand.Intn(1_000_000))
+	createNamespace(ctx, name, labels, annotations)
+	return name
+}
+
+// createNamespace makes a namespace of a fixed name that enforces the
+// restricted Pod Security Standard, with extra labels and annotations, and
+// deletes it after the spec (or the Ordered container) that made it.
+func createNamespace(ctx context.Context, name string, labels, annotations map[string]string) {
+	l := map[string]string{
+		"pod-security.kubernetes.io/enforce": "restricted",
+		"pod-security.kubernetes.io/warn":    "restricted",
+	}
+	for k, v := range labels {
+		l[k] = v
+	}
 	_, err := client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
-		Name: name,
-		Labels: map[string]string{
-			"pod-security.kubernetes.io/enforce": "restricted",
-			"pod-security.kubernetes.io/warn":    "restricted",
-		},
+		Name: name, Labels: l, Annotations: annotations,
 	}}, metav1.CreateOptions{})
 	Expect(err).NotTo(HaveOccurred())
 	DeferCleanup(func(ctx SpecContext) {
 		_ = client.CoreV1().Namespaces().Delete(ctx, name, metav1.DeleteOptions{})
 	})
-	return name
 }
 
 func restricted(uid int64) *corev1.SecurityContext {

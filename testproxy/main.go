@@ -2,11 +2,14 @@
 // the outbound, inbound and DNS ports (and plain app ports), reads the
 // original destination of each connection, logs one JSON line per
 // connection and answers the client with the same line. "connect" is the
-// app side: it dials an address and prints the answer.
+// app side: it dials an address and prints the answer. "proxyv2" is the
+// entrypoint of an image that stands in for Istio's proxyv2 image (see
+// proxyv2.go).
 //
-//	testproxy serve -name proxy -outbound 15001 -inbound 15006 -dns 15053 [-tproxy] [-log FILE] [-ready FILE]
+//	testproxy serve -name proxy -outbound 15001 -inbound 15006 -dns 15053 [-health 15021] [-tproxy] [-log FILE] [-ready FILE]
 //	testproxy serve -name peer -ports 8080,9090
 //	testproxy connect [-udp] [-timeout 3s] HOST:PORT
+//	testproxy proxyv2 ARGS...
 package main
 
 import (
@@ -17,6 +20,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/signal"
 	"strconv"
@@ -56,6 +60,8 @@ func main() {
 		err = serve(os.Args[2:])
 	case "connect":
 		err = connect(os.Args[2:])
+	case "proxyv2":
+		err = proxyv2(os.Args[2:])
 	default:
 		err = fmt.Errorf("unknown command %q", os.Args[1])
 	}
@@ -83,6 +89,7 @@ func serve(args []string) error {
 	fs.BoolVar(&s.tproxy, "tproxy", false, "IP_TRANSPARENT listeners (TPROXY)")
 	logFile := fs.String("log", "", "also append records to this file")
 	ready := fs.String("ready", "", "create this file once listening")
+	health := fs.Int("health", 0, "HTTP port answering 200 to every GET (a readiness probe)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -121,6 +128,11 @@ func serve(args []string) error {
 	}
 	if *dns != 0 {
 		if err := s.listenUDP("dns", *dns); err != nil {
+			return err
+		}
+	}
+	if *health != 0 {
+		if err := listenHealth(*health); err != nil {
 			return err
 		}
 	}
@@ -169,6 +181,26 @@ func (s *server) listenTCP(role string, port int) error {
 			return fmt.Errorf("%s listen %s port %d: %w", role, network, port, err)
 		}
 		go s.accept(l, role, port)
+	}
+	return nil
+}
+
+// listenHealth answers 200 "ok" to every HTTP request on port, in both
+// families where the host has them, for a kubelet probe.
+func listenHealth(port int) error {
+	h := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = io.WriteString(w, "ok\n")
+	})
+	for _, network := range []string{"tcp4", "tcp6"} {
+		l, err := net.Listen(network, net.JoinHostPort("", strconv.Itoa(port)))
+		if err != nil {
+			if network == "tcp6" && errors.Is(err, unix.EAFNOSUPPORT) {
+				continue
+			}
+			return fmt.Errorf("health listen %s port %d: %w", network, port, err)
+		}
+		srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
+		go func() { _ = srv.Serve(l) }()
 	}
 	return nil
 }
