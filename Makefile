@@ -173,11 +173,24 @@ test-e2e-more: image-tar testproxy-tar kind-image
 	$(E2E_ENV) E2E_CLUSTER=mesh-cni-e2e-rewriting-$$$$ \
 	  E2E_KIND_CONFIG=$(CURDIR)/kind-configs/rewriting-primary.yaml $(E2E_GO_SMOKE)
 
-.PHONY: kind-image testproxy-tar test-e2e test-e2e-ci test-e2e-more demo demo-down
+## flannel-tar: flannel's images (flanneld and its CNI plugin, built from source) as a tarball, cached in $(MESH_CNI_CACHE)/flannel
+flannel-tar:
+	@bash hack/build-flannel.sh >/dev/null
 
-## demo: a kind cluster with mesh-cni (Helm) and a meshed app, with the proxy's evidence
+## test-e2e-flannel: every spec (Helm) on kind-configs/flannel.yaml, flannel installed first as the primary CNI
+E2E_FLANNEL_CLUSTER ?= mesh-cni-e2e-flannel-$$$$
+test-e2e-flannel: image-tar testproxy-tar kind-image flannel-tar
+	$(E2E_ENV) E2E_INSTALL=helm E2E_CLUSTER=$(E2E_FLANNEL_CLUSTER) \
+	  E2E_PRIMARY=flannel E2E_PRIMARY_IMAGES=$$(bash hack/build-flannel.sh | tail -n1) \
+	  E2E_KIND_CONFIG=$(CURDIR)/kind-configs/flannel.yaml $(E2E_GO_TEST)
+
+.PHONY: kind-image testproxy-tar flannel-tar test-e2e test-e2e-ci test-e2e-more test-e2e-flannel demo demo-down
+
+## demo: a kind cluster with mesh-cni (Helm) and a meshed app, with the proxy's evidence;
+## DEMO_PRIMARY=flannel chains it after flannel instead of kind's default CNI
+DEMO_PRIMARY ?= default
 demo: image-tar testproxy-tar kind-image
-	MESH_TAR=$(IMAGE_TAR) PROXY_TAR=$(PROXY_TAR) bash hack/demo.sh up
+	MESH_TAR=$(IMAGE_TAR) PROXY_TAR=$(PROXY_TAR) DEMO_PRIMARY=$(DEMO_PRIMARY) bash hack/demo.sh up
 
 ## demo-down: delete the demo cluster
 demo-down:
