@@ -129,7 +129,7 @@ main() {
 
   "$ROOT/hack/docker.sh"
   stage "images $FLANNEL_IMAGE, $PLUGIN_IMAGE"
-  local base=mesh-cni.local/flannel-base:$KEY ctx
+  local base=mesh-cni.local/flannel-base:$KEY
   tar -C "$TREE" --exclude=./.done -c . | docker import \
     -c 'ENV PATH=/opt/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' - "$base" >/dev/null ||
     die "importing the Debian tree failed"
@@ -145,7 +145,7 @@ main() {
   docker rmi "$base" >/dev/null
   docker save -o "$TAR.tmp" "$FLANNEL_IMAGE" "$PLUGIN_IMAGE" && mv "$TAR.tmp" "$TAR"
   # earlier keys' outputs
-  find "$W" -mindepth 1 -maxdepth 1 -type d -regex '.*/[0-9a-f]\{16\}' ! -name "$KEY" -exec rm -rf {} +
+  find "$W" -mindepth 1 -maxdepth 1 -type d -regextype posix-egrep -regex '.*/[0-9a-f]{16}' ! -name "$KEY" -exec rm -rf {} +
   stage "done: $TAR"
   echo "$TAR"
 }
