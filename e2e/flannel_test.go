@@ -87,13 +87,16 @@ func overVXLAN(ctx context.Context, ns, a, b, x, xIP, y, yIP string) {
 	out, err = nodeExec(node, "ip", "route", "get", yIP)
 	Expect(err).NotTo(HaveOccurred(), out)
 	Expect(out).To(ContainSubstring("dev flannel.1 "), "the route from %s to %s", a, yIP)
+	GinkgoWriter.Printf("on %s: %s", a, out)
 
 	before := txPackets(node)
 	Expect(mustConnect(ns, x, "app", yIP, 8080).Name).To(Equal(y))
 	r := mustConnect(ns, y, "app", xIP, 8080)
 	Expect(r.Name).To(Equal(x))
 	Expect(r.Role).To(Equal("app"))
-	Expect(txPackets(node)).To(BeNumerically(">", before), "packets sent through flannel.1 on %s", a)
+	after := txPackets(node)
+	GinkgoWriter.Printf("flannel.1 on %s sent %d packets meanwhile\n", a, after-before)
+	Expect(after).To(BeNumerically(">", before), "packets sent through flannel.1 on %s", a)
 }
 
 func txPackets(n nodes.Node) uint64 {
