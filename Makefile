@@ -186,9 +186,9 @@ test-e2e-flannel: image-tar testproxy-tar kind-image flannel-tar
 
 .PHONY: kind-image testproxy-tar flannel-tar test-e2e test-e2e-ci test-e2e-more test-e2e-flannel demo demo-down
 
-## demo: a kind cluster with mesh-cni (Helm) and a meshed app, with the proxy's evidence;
-## DEMO_PRIMARY=flannel chains it after flannel instead of kind's default CNI
-DEMO_PRIMARY ?= default
+## demo: a kind cluster with flannel as the primary CNI, mesh-cni (Helm) chained after it and a
+## meshed app, with the proxy's evidence; DEMO_PRIMARY=default uses kind's own CNI (meshnet) instead
+DEMO_PRIMARY ?= flannel
 demo: image-tar testproxy-tar kind-image
 	MESH_TAR=$(IMAGE_TAR) PROXY_TAR=$(PROXY_TAR) DEMO_PRIMARY=$(DEMO_PRIMARY) bash hack/demo.sh up
 

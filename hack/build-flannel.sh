@@ -24,7 +24,8 @@ set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 CACHE=${MESH_CNI_CACHE:-/var/cache/mesh-cni}
-SUITE=${DEBIAN_SUITE:-bookworm}
+. "$ROOT/hack/pin.sh"
+SUITE=$(pin DEBIAN_SUITE)
 MIRROR=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
 GO=${GO:-go}
 export GOFLAGS=-mod=mod GOWORK=off GOTOOLCHAIN=local
@@ -50,6 +51,10 @@ PLUGINS_VERSION=$(modversion "$MOD_PLUGIN" github.com/containernetworking/plugin
 [ -n "$PLUGINS_VERSION" ] || die "no github.com/containernetworking/plugins requirement in $MOD_PLUGIN/go.mod"
 FLANNEL_IMAGE=mesh-cni.local/flannel:$FLANNEL_VERSION
 PLUGIN_IMAGE=mesh-cni.local/flannel-cni-plugin:$PLUGINS_VERSION
+for i in "$FLANNEL_IMAGE" "$PLUGIN_IMAGE"; do
+  grep -q "image: $i\$" "$ROOT/hack/flannel/kube-flannel.yml" ||
+    die "hack/flannel/kube-flannel.yml does not run $i (the version in go.mod)"
+done
 
 # Upstream's build: flanneld with cgo on amd64 (the UDP backend is C) and
 # linked statically (flannel's Makefile, dist/flanneld); netgo/osusergo

@@ -3,9 +3,10 @@
 # whose traffic is shown to go through its (test) proxy. Builds whatever is
 # missing first (make demo runs the image targets before this script).
 #   hack/demo.sh up | down
-# DEMO_PRIMARY=flannel: the primary CNI is flannel (hack/flannel), installed
-# after the cluster starts as its users install it; default: kind's own
-# (meshnet in the offline node image).
+# DEMO_PRIMARY: the primary CNI mesh-cni chains after. flannel (the default):
+# flannel built from source (hack/flannel), installed after the cluster
+# starts as its users install it; default: kind's own (meshnet in the
+# offline node image).
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -14,7 +15,7 @@ CLUSTER=${DEMO_CLUSTER:-mesh-cni-demo}
 KUBECONFIG_FILE=${DEMO_KUBECONFIG:-$CACHE/demo.kubeconfig}
 . "$ROOT/hack/pin.sh"
 NODE_IMAGE=${KIND_NODE_IMAGE:-mesh-cni/kind-node:$(pin K8S_VERSION)}
-PRIMARY=${DEMO_PRIMARY:-default}
+PRIMARY=${DEMO_PRIMARY:-flannel}
 NS=demo
 
 log() { printf '\n== %s\n' "$*" >&2; }
