@@ -192,11 +192,25 @@ test-e2e-istio: image-tar testproxy-tar kind-image
 	  $(GO) test -v -tags e2e -count=1 -timeout $(E2E_TIMEOUT) ./e2e -ginkgo.v -ginkgo.no-color \
 	  -ginkgo.label-filter='$(or $(E2E_LABELS),istio-real)'
 
-.PHONY: kind-image testproxy-tar test-e2e test-e2e-ci test-e2e-more test-e2e-istio istio-images demo demo-down
 
-## demo: a kind cluster with mesh-cni (Helm) and a meshed app, with the proxy's evidence
+## flannel-tar: flannel's images (flanneld and its CNI plugin, built from source) as a tarball, cached in $(MESH_CNI_CACHE)/flannel
+flannel-tar:
+	@bash hack/build-flannel.sh >/dev/null
+
+## test-e2e-flannel: every spec (Helm) on kind-configs/flannel.yaml, flannel installed first as the primary CNI
+E2E_FLANNEL_CLUSTER ?= mesh-cni-e2e-flannel-$$$$
+test-e2e-flannel: image-tar testproxy-tar kind-image flannel-tar
+	$(E2E_ENV) E2E_INSTALL=helm E2E_CLUSTER=$(E2E_FLANNEL_CLUSTER) \
+	  E2E_PRIMARY=flannel E2E_PRIMARY_IMAGES=$$(bash hack/build-flannel.sh | tail -n1) \
+	  E2E_KIND_CONFIG=$(CURDIR)/kind-configs/flannel.yaml $(E2E_GO_TEST)
+
+.PHONY: kind-image testproxy-tar flannel-tar test-e2e test-e2e-ci test-e2e-more test-e2e-flannel test-e2e-istio istio-images demo demo-down
+
+## demo: a kind cluster with flannel as the primary CNI, mesh-cni (Helm) chained after it and a
+## meshed app, with the proxy's evidence; DEMO_PRIMARY=default uses kind's own CNI (meshnet) instead
+DEMO_PRIMARY ?= flannel
 demo: image-tar testproxy-tar kind-image
-	MESH_TAR=$(IMAGE_TAR) PROXY_TAR=$(PROXY_TAR) bash hack/demo.sh up
+	MESH_TAR=$(IMAGE_TAR) PROXY_TAR=$(PROXY_TAR) DEMO_PRIMARY=$(DEMO_PRIMARY) bash hack/demo.sh up
 
 ## demo-down: delete the demo cluster
 demo-down:

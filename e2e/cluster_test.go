@@ -38,11 +38,14 @@ func setUpCluster(ctx SpecContext) shared {
 	s := shared{
 		Cluster: getenv("E2E_CLUSTER", "mesh-cni-e2e"),
 		Install: getenv("E2E_INSTALL", "helm"),
+		Primary: primaryName(),
 	}
 	s.Kubeconfig = filepath.Join(os.TempDir(), s.Cluster+".kubeconfig")
+	env.Kubeconfig = s.Kubeconfig
 	cfg := getenv("E2E_KIND_CONFIG", filepath.Join(root, "kind-configs", "multi-node.yaml"))
 	raw, err := os.ReadFile(cfg)
 	Expect(err).NotTo(HaveOccurred())
+	checkPrimary(s.Primary, raw)
 	p := provider()
 
 	existing, err := p.List()
@@ -60,10 +63,13 @@ func setUpCluster(ctx SpecContext) shared {
 		opts := []cluster.CreateOption{
 			cluster.CreateWithRawConfig(raw),
 			cluster.CreateWithKubeconfigPath(s.Kubeconfig),
-			cluster.CreateWithWaitForReady(3 * time.Minute),
 			cluster.CreateWithRetain(os.Getenv("E2E_KEEP") == "1"),
 			cluster.CreateWithDisplayUsage(false),
 			cluster.CreateWithDisplaySalutation(false),
+		}
+		if s.Primary == primaryDefault {
+			// Without a CNI no node gets Ready: installPrimary waits instead.
+			opts = append(opts, cluster.CreateWithWaitForReady(3*time.Minute))
 		}
 		if img := os.Getenv("E2E_NODE_IMAGE"); img != "" {
 			opts = append(opts, cluster.CreateWithNodeImage(img))
@@ -75,6 +81,8 @@ func setUpCluster(ctx SpecContext) shared {
 		if strings.Contains(string(raw), gkeBinDir) {
 			fillGKEBinDir(s.Cluster)
 		}
+		env.Cluster = s.Cluster
+		installPrimary(ctx, s)
 	} else {
 		Expect(p.ExportKubeConfig(s.Cluster, s.Kubeconfig, false)).To(Succeed())
 	}

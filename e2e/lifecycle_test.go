@@ -6,7 +6,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -83,32 +82,33 @@ var _ = Describe("primary CNI rewrites its conflist", Serial, Ordered, Label("re
 		Expect(pluginTypes(before)).To(ContainElement("mesh-cni"), "%s on %s", path, a)
 
 		By("restarting the primary's pod on " + a + ": it writes its conflist afresh at start")
-		pods, err := client.CoreV1().Pods("kube-system").List(ctx, metav1.ListOptions{
+		pns, apps := primaryPods()
+		pods, err := client.CoreV1().Pods(pns).List(ctx, metav1.ListOptions{
 			FieldSelector: "spec.nodeName=" + a,
 		})
 		Expect(err).NotTo(HaveOccurred())
 		restarted := 0
 		oldPods := map[types.UID]bool{}
 		for _, p := range pods.Items {
-			if app := p.Labels["app"]; app == "meshnet" || app == "kindnet" {
+			if contains(apps, p.Labels["app"]) {
 				oldPods[p.UID] = true
-				Expect(client.CoreV1().Pods("kube-system").Delete(ctx, p.Name, metav1.DeleteOptions{})).To(Succeed())
+				Expect(client.CoreV1().Pods(pns).Delete(ctx, p.Name, metav1.DeleteOptions{})).To(Succeed())
 				restarted++
 			}
 		}
 		Expect(restarted).To(Equal(1), "the primary CNI's pod on %s", a)
 
 		// Re-chained means: the new primary pod has written its fresh
-		// conflist (its log says so) and the file holds our entry again.
-		// The old file, still chained, must not count.
+		// conflist and the file holds our entry again. The old file, still
+		// chained, must not count.
 		Eventually(ctx, func(g Gomega) {
-			pods, err := client.CoreV1().Pods("kube-system").List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + a})
+			pods, err := client.CoreV1().Pods(pns).List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + a})
 			g.Expect(err).NotTo(HaveOccurred())
 			wrote := false
-			for _, p := range pods.Items {
-				if app := p.Labels["app"]; (app == "meshnet" || app == "kindnet") && !oldPods[p.UID] {
-					logs, err := client.CoreV1().Pods("kube-system").GetLogs(p.Name, &corev1.PodLogOptions{}).DoRaw(ctx)
-					wrote = wrote || (err == nil && strings.Contains(string(logs), "wrote ") && strings.Contains(string(logs), filepath.Base(path)))
+			for i := range pods.Items {
+				p := &pods.Items[i]
+				if contains(apps, p.Labels["app"]) && !oldPods[p.UID] {
+					wrote = wrote || primaryHasWritten(ctx, p, path)
 				}
 			}
 			g.Expect(wrote).To(BeTrue(), "the new primary pod on %s has not written %s yet", a, path)
@@ -205,12 +205,15 @@ var _ = Describe("uninstall", Serial, Ordered, Label("uninstall"), func() {
 		p2, restored := primaryConf(node)
 		Expect(p2).To(Equal(path))
 		Expect(pluginTypes(restored)).To(Equal(withoutMesh(pluginTypes(chained))))
+		if wrote, ok := primaryWrote(ctx); ok {
+			Expect(restored).To(Equal(wrote), "%s on %s, byte for byte as the primary wrote it", path, a)
+		}
 		// The GKE-like cluster keeps its binaries in /home/kubernetes/bin;
 		// list whichever bin dirs the node has.
 		out, err := nodeExec(node, "sh", "-c",
 			"for d in /opt/cni/bin /home/kubernetes/bin; do if [ -d $d ]; then ls $d; fi; done")
 		Expect(err).NotTo(HaveOccurred(), out)
-		Expect(out).To(ContainSubstring("ptp"), "the primary's binaries must still be listed")
+		Expect(strings.Fields(out)).To(ContainElement(primaryBinary()), "the primary's binaries must still be listed")
 		Expect(out).NotTo(ContainSubstring("mesh-cni"))
 
 		ns := newNamespace(ctx, "e2e-uninstall")

@@ -33,6 +33,7 @@ type shared struct {
 	ProxyImage string `json:"proxyImage"`
 	MeshImage  string `json:"meshImage"`
 	Install    string `json:"install"`
+	Primary    string `json:"primary"`
 }
 
 var (

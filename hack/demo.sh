@@ -3,6 +3,10 @@
 # whose traffic is shown to go through its (test) proxy. Builds whatever is
 # missing first (make demo runs the image targets before this script).
 #   hack/demo.sh up | down
+# DEMO_PRIMARY: the primary CNI mesh-cni chains after. flannel (the default):
+# flannel built from source (hack/flannel), installed after the cluster
+# starts as its users install it; default: kind's own (meshnet in the
+# offline node image).
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -11,6 +15,7 @@ CLUSTER=${DEMO_CLUSTER:-mesh-cni-demo}
 KUBECONFIG_FILE=${DEMO_KUBECONFIG:-$CACHE/demo.kubeconfig}
 . "$ROOT/hack/pin.sh"
 NODE_IMAGE=${KIND_NODE_IMAGE:-mesh-cni/kind-node:$(pin K8S_VERSION)}
+PRIMARY=${DEMO_PRIMARY:-flannel}
 NS=demo
 
 log() { printf '\n== %s\n' "$*" >&2; }
@@ -33,16 +38,41 @@ up() {
   local mesh proxy
   mesh=$(tag_of "$MESH_TAR")
   proxy=$(tag_of "$PROXY_TAR")
+  case "$PRIMARY" in
+    default | flannel) ;;
+    *) echo "DEMO_PRIMARY must be default or flannel, got $PRIMARY" >&2; exit 2 ;;
+  esac
   if ! "$KIND" get clusters 2>/dev/null | grep -qx "$CLUSTER"; then
-    log "creating kind cluster $CLUSTER (1 control plane, 1 worker)"
-    "$KIND" create cluster --name "$CLUSTER" --image "$NODE_IMAGE" --kubeconfig "$KUBECONFIG_FILE" \
-      --wait 3m --config - <<'YAML'
+    log "creating kind cluster $CLUSTER (1 control plane, 1 worker; primary CNI: $PRIMARY)"
+    if [ "$PRIMARY" = flannel ]; then
+      local flannel_tar
+      flannel_tar=$(bash "$ROOT/hack/build-flannel.sh" | tail -n1)
+      # No --wait: nodes get Ready only once flannel writes its conflist.
+      "$KIND" create cluster --name "$CLUSTER" --image "$NODE_IMAGE" --kubeconfig "$KUBECONFIG_FILE" --config - <<'YAML'
+kind: Cluster
+apiVersion: kind.x-k8s.io/v1alpha4
+networking:
+  disableDefaultCNI: true
+  podSubnet: 10.244.0.0/16
+nodes:
+- role: control-plane
+- role: worker
+YAML
+      log "installing flannel (hack/flannel/kube-flannel.yml)"
+      "$KIND" load image-archive --name "$CLUSTER" "$flannel_tar"
+      k apply -f "$ROOT/hack/flannel/kube-flannel.yml"
+      k -n kube-flannel rollout status ds/kube-flannel-ds --timeout 4m
+      k wait --for=condition=Ready node --all --timeout 3m
+    else
+      "$KIND" create cluster --name "$CLUSTER" --image "$NODE_IMAGE" --kubeconfig "$KUBECONFIG_FILE" \
+        --wait 3m --config - <<'YAML'
 kind: Cluster
 apiVersion: kind.x-k8s.io/v1alpha4
 nodes:
 - role: control-plane
 - role: worker
 YAML
+    fi
   else
     "$KIND" export kubeconfig --name "$CLUSTER" --kubeconfig "$KUBECONFIG_FILE" >/dev/null
   fi

@@ -6,7 +6,11 @@
 #      node expects all of them, e.g. hugetlb);
 #   3. where the capability bounding set lacks capabilities that --privileged asks
 #      for, registers a runc wrapper that drops them from the OCI spec;
-#   4. starts dockerd in the background when it is not running and waits for it.
+#   4. raises the inotify limits to kind's known-issues values (every kind node's
+#      kubelet, containerd and each CNI agent's file watch take an instance from
+#      one host-wide per-user budget, 128 by default: two or three clusters at
+#      once exhaust it and agents fail with "too many open files");
+#   5. starts dockerd in the background when it is not running and waits for it.
 set -euo pipefail
 
 log() { echo "docker.sh: $*" >&2; }
@@ -40,6 +44,21 @@ mount_cgroups() {
       mount -t cgroup -o "$name" cgroup "/sys/fs/cgroup/$name"
     fi
   done </proc/cgroups
+}
+
+# raise_inotify: fs.inotify.max_user_instances >= 512 and max_user_watches
+# >= 524288 (kind docs, known issues: "Pod errors due to too many open
+# files"); a higher value is kept.
+raise_inotify() {
+  local kv key want have
+  for kv in max_user_instances=512 max_user_watches=524288; do
+    key=fs.inotify.${kv%=*} want=${kv#*=}
+    have=$(sysctl -n "$key")
+    if [ "$have" -lt "$want" ]; then
+      log "raising $key from $have to $want"
+      sysctl -qw "$key=$want"
+    fi
+  done
 }
 
 # Names of capabilities 0..40 (linux/capability.h), as the OCI spec spells them.
@@ -146,6 +165,7 @@ start_dockerd() {
 main() {
   install_packages
   mount_cgroups
+  raise_inotify
   local drop changed=''
   drop=$(missing_caps | jq -R . | jq -sc .)
   if [ "$drop" != "[]" ]; then
