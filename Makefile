@@ -160,14 +160,19 @@ test-e2e: image-tar testproxy-tar kind-image
 	$(E2E_ENV) E2E_INSTALL=helm E2E_CLUSTER=mesh-cni-e2e-dual-$$$$ \
 	  E2E_KIND_CONFIG=$(CURDIR)/kind-configs/dual-stack.yaml $(E2E_GO_SMOKE)
 
-## test-e2e-ci: the e2e run of `make test`: every spec but istio-real on the
-## 3-node cluster (Helm), smoke on one node (kustomize).
-test-e2e-ci: image-tar testproxy-tar kind-image
-	$(E2E_ENV) E2E_INSTALL=helm E2E_CLUSTER=mesh-cni-e2e-helm-$$$$ \
-	  E2E_KIND_CONFIG=$(CURDIR)/kind-configs/multi-node.yaml $(GO) test -v -tags e2e -count=1 -timeout $(E2E_TIMEOUT) \
-	  ./e2e -ginkgo.v -ginkgo.no-color -ginkgo.label-filter='!istio-real'
+## test-e2e-ci: the e2e run of `make test`: every spec, Istio's real control plane
+## included, on the 3-node flannel cluster (Helm); the smoke and STATUS specs on one
+## node whose primary (meshnet) writes a cniVersion 1.1.0 list (kustomize).
+test-e2e-ci: image-tar testproxy-tar kind-image flannel-tar istio-images
+	$(E2E_ENV) E2E_INSTALL=helm E2E_CLUSTER=mesh-cni-e2e-flannel-$$$$ \
+	  E2E_PRIMARY=flannel E2E_PRIMARY_IMAGES=$$(bash hack/build-flannel.sh | tail -n1) \
+	  E2E_ISTIO_IMAGES=$$(bash hack/istio-images.sh | tail -n1) \
+	  ISTIOCTL=$$(bash hack/build-istio.sh istioctl | tail -n1)/istioctl \
+	  E2E_KIND_CONFIG=$(CURDIR)/kind-configs/flannel.yaml $(GO) test -v -tags e2e -count=1 -timeout $(E2E_TIMEOUT) \
+	  ./e2e -ginkgo.v -ginkgo.no-color -ginkgo.label-filter='$(E2E_LABELS)'
 	$(E2E_ENV) E2E_INSTALL=kustomize E2E_CLUSTER=mesh-cni-e2e-kustomize-$$$$ \
-	  E2E_KIND_CONFIG=$(CURDIR)/kind-configs/single-node.yaml $(E2E_GO_SMOKE)
+	  E2E_KIND_CONFIG=$(CURDIR)/kind-configs/status.yaml $(GO) test -v -tags e2e -count=1 -timeout $(E2E_TIMEOUT) \
+	  ./e2e -ginkgo.v -ginkgo.no-color -ginkgo.label-filter='$(or $(E2E_LABELS),smoke || status)'
 
 ## test-e2e-more: the IPv6-only, GKE-path and rewriting-primary clusters (smoke specs)
 test-e2e-more: image-tar testproxy-tar kind-image

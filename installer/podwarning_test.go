@@ -31,8 +31,10 @@ func TestPodWarnings(t *testing.T) {
 	ctx := context.Background()
 	entry := chainedEntry(t, n.primary)
 
+	// As Linkerd's injector annotates a pod (proxy-version marks it injected).
 	annotations := map[string]string{
 		"linkerd.io/inject":                     "enabled",
+		"linkerd.io/proxy-version":              "edge-25.4.4",
 		"config.linkerd.io/skip-outbound-ports": "http", // not a port
 	}
 	for _, tc := range []struct {

@@ -5,10 +5,12 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/containernetworking/cni/libcni"
 )
 
 func TestConflistDualStack(t *testing.T) {
-	b, err := conflist([]string{"10.244.1.0/24", "fd00:10:244:1::/64"})
+	b, err := conflist([]string{"10.244.1.0/24", "fd00:10:244:1::/64"}, "0.4.0")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -34,7 +36,7 @@ func TestConflistDualStack(t *testing.T) {
 }
 
 func TestConflistBadCIDR(t *testing.T) {
-	if _, err := conflist([]string{"not-a-cidr"}); err == nil {
+	if _, err := conflist([]string{"not-a-cidr"}, "0.4.0"); err == nil {
 		t.Fatal("want an error for a bad CIDR")
 	}
 }
@@ -55,5 +57,21 @@ func TestWriteAtomicReplaces(t *testing.T) {
 	left, _ := filepath.Glob(filepath.Join(filepath.Dir(p), ".meshnet-*"))
 	if len(left) != 0 {
 		t.Fatalf("temp files left: %v", left)
+	}
+}
+
+func TestConflistVersion(t *testing.T) {
+	for _, v := range []string{"0.4.0", "1.1.0"} {
+		b, err := conflist([]string{"10.244.1.0/24"}, v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		l, err := libcni.ConfListFromBytes(b)
+		if err != nil {
+			t.Fatalf("%s: libcni refuses the list: %v", v, err)
+		}
+		if l.CNIVersion != v {
+			t.Errorf("cniVersion %q, want %q", l.CNIVersion, v)
+		}
 	}
 }

@@ -28,6 +28,15 @@ type reconciler struct {
 // RewriteLabel on a node asks meshnet to rewrite that node's conflist this often.
 const RewriteLabel = "meshnet.mesh-cni.io/rewrite-interval"
 
+// CNIVersionLabel on a node sets the cniVersion of that node's conflist
+// (default 0.4.0): 1.1.0 makes the runtime send STATUS to every plugin of
+// the list, ours included.
+const CNIVersionLabel = "meshnet.mesh-cni.io/cni-version"
+
+// cniVersions are the list versions meshnet writes: the upstream plugins
+// of the node image (v1.9) accept each.
+var cniVersions = map[string]bool{"0.3.1": true, "0.4.0": true, "1.0.0": true, "1.1.0": true}
+
 func (r *reconciler) rewriteDue() bool {
 	every := r.rewrite
 	if n, err := r.lister.Get(r.nodeName); err == nil {
@@ -66,7 +75,15 @@ func (r *reconciler) writeConf(n *v1.Node, force bool) {
 		log.Printf("node %s has no pod CIDR yet", n.Name)
 		return
 	}
-	want, err := conflist(cidrs)
+	version := "0.4.0"
+	if v, ok := n.Labels[CNIVersionLabel]; ok {
+		if !cniVersions[v] {
+			log.Printf("node %s: label %s=%q is not a version meshnet writes", n.Name, CNIVersionLabel, v)
+			return
+		}
+		version = v
+	}
+	want, err := conflist(cidrs, version)
 	if err != nil {
 		log.Printf("building conflist: %v", err)
 		return
@@ -84,7 +101,7 @@ func (r *reconciler) writeConf(n *v1.Node, force bool) {
 }
 
 // conflist is kindnet's shape: ptp + host-local over the node's pod CIDRs + portmap.
-func conflist(cidrs []string) ([]byte, error) {
+func conflist(cidrs []string, version string) ([]byte, error) {
 	var ranges [][]map[string]string
 	var routes []map[string]string
 	for _, c := range cidrs {
@@ -100,7 +117,7 @@ func conflist(cidrs []string) ([]byte, error) {
 		routes = append(routes, map[string]string{"dst": dst})
 	}
 	conf := map[string]any{
-		"cniVersion": "0.4.0",
+		"cniVersion": version,
 		"name":       "meshnet",
 		"plugins": []any{
 			map[string]any{
