@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"net/http"
 	"net/url"
 	"os"
@@ -158,6 +159,36 @@ func TestAgentRefuses(t *testing.T) {
 		}
 	}
 
+	// status sends STATUS to our entry, taken from the chain and put in a
+	// 1.1.0 list of its own, through the runtime's library.
+	status := func(t *testing.T, n *refuseNode) error {
+		t.Helper()
+		data, err := os.ReadFile(n.primary)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var l struct {
+			Plugins []json.RawMessage `json:"plugins"`
+		}
+		if err := json.Unmarshal(data, &l); err != nil {
+			t.Fatal(err)
+		}
+		var ours []byte
+		for _, p := range l.Plugins {
+			var typ struct{ Type string }
+			if json.Unmarshal(p, &typ) == nil && typ.Type == "mesh-cni" {
+				ours = p
+			}
+		}
+		if ours == nil {
+			t.Fatalf("no mesh-cni entry in %s", data)
+		}
+		list, err := libcni.ConfListFromBytes([]byte(`{"cniVersion":"1.1.0","name":"status","plugins":[` + string(ours) + `]}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return libcni.NewCNIConfigWithCacheDir([]string{n.d("host/opt/cni/bin")}, n.d("cache"), nil).GetStatusNetworkList(ctx, list)
+	}
 	t.Run("bad setting keeps the last good entry", func(t *testing.T) {
 		nodeName := "bad-" + ns
 		n := setup(t, nodeName, `{"type":"mesh-cni","backend":"nftables"}`, true)
@@ -170,6 +201,11 @@ func TestAgentRefuses(t *testing.T) {
 			t.Errorf("chain changed:\n%s", now)
 		}
 		del(t, n)
+		// The kept entry still serves ADD, so STATUS (what a runtime asks
+		// of a 1.1.0 list before it starts pods) must say so.
+		if err := status(t, n); err != nil {
+			t.Errorf("STATUS through the kept entry while the new settings are refused: %v", err)
+		}
 	})
 	t.Run("bad setting at start chains nothing", func(t *testing.T) {
 		nodeName := "badstart-" + ns
@@ -177,6 +213,9 @@ func TestAgentRefuses(t *testing.T) {
 		refused(t, n, nodeName, "proxyUID")
 		if now, _ := os.ReadFile(n.primary); !bytes.Equal(now, orig) {
 			t.Errorf("primary changed:\n%s", now)
+		}
+		if _, err := os.Stat(n.d("host/var/run/mesh-cni/ready")); !os.IsNotExist(err) {
+			t.Errorf("readiness marker with nothing chained: %v", err)
 		}
 	})
 	t.Run("wrong bin dir", func(t *testing.T) {

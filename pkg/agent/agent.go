@@ -334,19 +334,34 @@ func (a *Agent) update() {
 			a.prev = nil // only this run's first verdict can carry over
 		}
 	}
-	if st.Ready {
+	// The marker is what STATUS answers from: it says the chained entry
+	// can serve ADD. Settings refused while an earlier entry of ours stays
+	// chained leave the agent not ready, but the node keeps serving pods
+	// through that entry, so a bad new setting never turns its network
+	// not ready.
+	kept := !st.Ready && a.inst.Kept != "" && errors.Is(a.inst.Err, install.ErrRefused) &&
+		a.kubeErr == nil && a.kubeDone && a.passes > 0
+	if st.Ready || kept {
 		if _, err := os.Stat(a.o.Marker); changed || !a.markerOn || err != nil {
 			m := st.Marker
+			if kept {
+				m.Binary = a.o.HostPath(a.o.Installer.BinaryPath())
+				m.Conf = a.o.HostPath(a.inst.Kept)
+				m.Kubeconfig = a.o.HostPath(a.o.Kubeconfig)
+			}
 			if err := node.WriteMarker(a.o.Marker, &m); err != nil {
 				a.o.Log.Error("cannot write the readiness marker", "path", a.o.Marker, "err", err)
-				st.Ready, st.Reason = false, fmt.Sprintf("readiness marker: %v", err)
-				st.Binary, st.Conf, st.Kubeconfig = "", "", ""
+				if st.Ready {
+					st.Ready, st.Reason = false, fmt.Sprintf("readiness marker: %v", err)
+					st.Binary, st.Conf, st.Kubeconfig = "", "", ""
+				}
+				kept = false
 			} else {
 				a.markerOn = true
 			}
 		}
 	}
-	if !st.Ready && (a.markerOn || a.passes == 1) {
+	if !st.Ready && !kept && (a.markerOn || a.passes == 1) {
 		// Also on the first pass: a marker from a previous run must not
 		// claim readiness we have not checked.
 		if err := os.Remove(a.o.Marker); err != nil && !errors.Is(err, os.ErrNotExist) {

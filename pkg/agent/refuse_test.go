@@ -12,6 +12,7 @@ import (
 
 	"github.com/mesh-cni/mesh-cni/pkg/config"
 	"github.com/mesh-cni/mesh-cni/pkg/install"
+	"github.com/mesh-cni/mesh-cni/pkg/node"
 	"github.com/mesh-cni/mesh-cni/pkg/testenv"
 )
 
@@ -57,8 +58,9 @@ func TestBadEntryKeepsLastGoodAndReports(t *testing.T) {
 	if !strings.Contains(st.Reason, `invalid backend "nft"`) || !strings.Contains(st.Reason, "previous entry") {
 		t.Errorf("reason %q does not name the bad value and what stays", st.Reason)
 	}
-	if _, err := os.Stat(f.run + "/ready"); !os.IsNotExist(err) {
-		t.Errorf("readiness marker still there: %v", err)
+	// The kept entry still serves ADD: the marker STATUS reads stays.
+	if m, err := node.ReadMarker(f.run + "/ready"); err != nil || m.Conf != primary {
+		t.Errorf("readiness marker while the kept entry serves pods: %+v, %v", m, err)
 	}
 	rec := httptest.NewRecorder()
 	f.a.ProbeHandler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/readyz", nil))

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/fsnotify/fsnotify"
+
+	"github.com/mesh-cni/mesh-cni/pkg/node"
 )
 
 // State is reported after every pass of the watch loop.
@@ -18,7 +20,11 @@ type State struct {
 	BinaryChanged bool
 	Stage         string // where Err came from: "binary" or "config"
 	Err           error  // nil: binary and config are in place
-	Watching      bool
+	// Kept is, after a refused pass (ErrRefused), the file that still
+	// holds an entry of ours from an earlier pass ("" if none): the
+	// runtime keeps running it, so ADD keeps working.
+	Kept     string
+	Watching bool
 }
 
 // WatchOptions tune the loop; zero values take the defaults.
@@ -146,6 +152,14 @@ func (in *Installer) Run(ctx context.Context, opts WatchOptions, report func(Sta
 
 // pass installs the binary, then the config, in that order.
 func (in *Installer) pass() State {
+	st := in.install()
+	if errors.Is(st.Err, ErrRefused) {
+		st.Kept = in.keptEntry()
+	}
+	return st
+}
+
+func (in *Installer) install() State {
 	var st State
 	if err := in.loadEntry(); err != nil {
 		st.Err, st.Stage = err, "entry"
@@ -160,6 +174,36 @@ func (in *Installer) pass() State {
 	st.Result, st.Err = in.Reconcile()
 	st.Stage = "config"
 	return st
+}
+
+// keptEntry names the file whose entry of ours the runtime still runs:
+// the primary list holding exactly one mesh-cni plugin, or our own list in
+// standalone mode. Subdir mode is not looked into ("").
+func (in *Installer) keptEntry() string {
+	if in.cfg.Subdir {
+		return ""
+	}
+	if !in.cfg.Chained {
+		name := in.cfg.ConfFileName
+		if name == "" {
+			name = StandaloneName
+		}
+		path := filepath.Join(in.cfg.ConfDir, name)
+		if data, err := os.ReadFile(path); err == nil {
+			if ours, err := pluginsOfType(data, node.PluginType); err == nil && len(ours) == 1 {
+				return path
+			}
+		}
+		return ""
+	}
+	found, _, err := findPrimary(in.cfg.ConfDir, in.cfg.ConfFileName)
+	if err != nil {
+		return ""
+	}
+	if ours, err := pluginsOfType(found.data, node.PluginType); err == nil && len(ours) == 1 {
+		return found.Path
+	}
+	return ""
 }
 
 // loadEntry refreshes the entry and checks the backend's tools; on error
