@@ -146,7 +146,7 @@ testproxy-tar:
 E2E_LABELS ?=
 E2E_TIMEOUT ?= 60m
 E2E_ENV = E2E_IMAGES="$(IMAGE_TAR) $(PROXY_TAR)" E2E_NODE_IMAGE=$(KIND_NODE_IMAGE) \
-	HELM=$$(bash hack/chart-tools.sh helm | tail -n1)/helm \
+	HELM=$$(bash hack/chart-tools.sh helm | tail -n1)/helm CT=$$(bash hack/chart-tools.sh ct | tail -n1)/ct \
 	KUBECTL=$$(bash hack/build-k8s.sh kubectl | tail -n1)/kubectl
 # Every label but istio-real (test-e2e-istio) unless E2E_LABELS says otherwise.
 E2E_GO_TEST = $(GO) test -v -tags e2e -count=1 -timeout $(E2E_TIMEOUT) ./e2e -ginkgo.v -ginkgo.no-color -ginkgo.label-filter='$(or $(E2E_LABELS),!istio-real)'
@@ -161,7 +161,7 @@ test-e2e: image-tar testproxy-tar kind-image
 	  E2E_KIND_CONFIG=$(CURDIR)/kind-configs/dual-stack.yaml $(E2E_GO_SMOKE)
 
 ## test-e2e-ci: the e2e run of `make test`: every spec, Istio's real control plane
-## included, on the 3-node flannel cluster (Helm); the smoke and STATUS specs on one
+## included, on the 3-node flannel cluster (Helm); the smoke, STATUS and refuse specs on one
 ## node whose primary (meshnet) writes a cniVersion 1.1.0 list (kustomize).
 test-e2e-ci: image-tar testproxy-tar kind-image flannel-tar istio-images
 	$(E2E_ENV) E2E_INSTALL=helm E2E_CLUSTER=mesh-cni-e2e-flannel-$$$$ \
@@ -172,7 +172,7 @@ test-e2e-ci: image-tar testproxy-tar kind-image flannel-tar istio-images
 	  ./e2e -ginkgo.v -ginkgo.no-color -ginkgo.label-filter='$(E2E_LABELS)'
 	$(E2E_ENV) E2E_INSTALL=kustomize E2E_CLUSTER=mesh-cni-e2e-kustomize-$$$$ \
 	  E2E_KIND_CONFIG=$(CURDIR)/kind-configs/status.yaml $(GO) test -v -tags e2e -count=1 -timeout $(E2E_TIMEOUT) \
-	  ./e2e -ginkgo.v -ginkgo.no-color -ginkgo.label-filter='$(or $(E2E_LABELS),smoke || status)'
+	  ./e2e -ginkgo.v -ginkgo.no-color -ginkgo.label-filter='$(or $(E2E_LABELS),smoke || status || refuse)'
 
 ## test-e2e-more: the IPv6-only, GKE-path and rewriting-primary clusters (smoke specs)
 test-e2e-more: image-tar testproxy-tar kind-image

@@ -11,6 +11,7 @@ import (
 	"helm.sh/helm/v3/pkg/chart/loader"
 	"helm.sh/helm/v3/pkg/chartutil"
 	"helm.sh/helm/v3/pkg/engine"
+	"helm.sh/helm/v3/pkg/release"
 	"helm.sh/helm/v3/pkg/releaseutil"
 	"sigs.k8s.io/yaml"
 )
@@ -34,7 +35,8 @@ type Options struct {
 
 // Rendered is the output of one render.
 type Rendered struct {
-	Manifest string // exactly what `helm template` prints
+	Manifest string // exactly what `helm template --skip-tests` prints
+	Tests    string // the `helm test` hooks, in the same form
 	Notes    string
 }
 
@@ -88,14 +90,17 @@ func Render(dir string, o Options) (*Rendered, error) {
 	if err != nil {
 		return nil, fmt.Errorf("chart %s: %w", dir, err)
 	}
-	if len(hooks) > 0 {
-		return nil, fmt.Errorf("chart %s: hooks are not used by mesh-cni", dir)
+	var b, tests strings.Builder
+	for _, h := range hooks {
+		if len(h.Events) != 1 || h.Events[0] != release.HookTest {
+			return nil, fmt.Errorf("chart %s: %s: hooks other than `helm test` are not used by mesh-cni", dir, h.Path)
+		}
+		fmt.Fprintf(&tests, "---\n# Source: %s\n%s\n", h.Path, h.Manifest)
 	}
-	var b strings.Builder
 	for _, m := range manifests {
 		fmt.Fprintf(&b, "---\n# Source: %s\n%s\n", m.Name, m.Content)
 	}
-	return &Rendered{Manifest: b.String(), Notes: notes}, nil
+	return &Rendered{Manifest: b.String(), Tests: tests.String(), Notes: notes}, nil
 }
 
 // ReadValues reads a values file as `helm -f` does.

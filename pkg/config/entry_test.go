@@ -186,6 +186,9 @@ func TestGeneratedFiles(t *testing.T) {
 	if !bytes.Equal(doc, Doc()) {
 		t.Errorf("%s is out of date: run go generate ./pkg/config", DocFile)
 	}
+	if b, err := os.ReadFile(filepath.Join(root, ProfilesFile)); err != nil || !bytes.Equal(b, ProfileDefaults()) {
+		t.Errorf("%s is out of date (%v): run go generate ./pkg/config", ProfilesFile, err)
+	}
 	for _, name := range mesh.Profiles {
 		if !bytes.Contains(doc, []byte(" "+name+" |")) || !bytes.Contains(schema, []byte(`"mesh.`+name+`"`)) {
 			t.Errorf("profile %s is not in the generated files", name)

@@ -17,9 +17,25 @@ import (
 
 // Files generated from Keys and MeshKeys, relative to the repository root.
 const (
-	SchemaFile = "charts/mesh-cni/values.schema.json"
-	DocFile    = "docs/configuration.md"
+	SchemaFile   = "charts/mesh-cni/values.schema.json"
+	DocFile      = "docs/configuration.md"
+	ProfilesFile = "charts/mesh-cni/files/profiles.json"
 )
+
+// ProfileDefaults returns every profile's defaults as JSON, for the chart's
+// templates that need one (the `helm test` pod plays a profile's contract)
+// without restating it.
+func ProfileDefaults() []byte {
+	all := map[string]mesh.Config{}
+	for _, name := range mesh.Profiles {
+		all[name] = mesh.Config{}.WithDefaults(name)
+	}
+	b, err := json.MarshalIndent(all, "", "  ")
+	if err != nil {
+		panic(err) // plain structs always encode
+	}
+	return append(b, '\n')
+}
 
 // ValuesSchema returns the parts of the chart's values.schema.json that
 // Keys and MeshKeys own: top-level properties (the chart values that set

@@ -1,7 +1,7 @@
 // Command gen writes the files generated from the chain entry's key tables
 // (pkg/config Keys and MeshKeys, and the profiles' defaults in pkg/mesh):
-// the plugin settings' part of the chart's values.schema.json and
-// docs/configuration.md. Run it with `go generate ./pkg/config`;
+// the plugin settings' part of the chart's values.schema.json,
+// docs/configuration.md and the profiles' defaults the chart's test reads. Run it with `go generate ./pkg/config`;
 // TestGeneratedFiles fails while either file is out of date.
 package main
 
@@ -36,5 +36,12 @@ func run(root string) error {
 	if err := os.WriteFile(schema, b, 0o644); err != nil {
 		return err
 	}
-	return os.WriteFile(filepath.Join(root, config.DocFile), config.Doc(), 0o644)
+	if err := os.WriteFile(filepath.Join(root, config.DocFile), config.Doc(), 0o644); err != nil {
+		return err
+	}
+	profiles := filepath.Join(root, config.ProfilesFile)
+	if err := os.MkdirAll(filepath.Dir(profiles), 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(profiles, config.ProfileDefaults(), 0o644)
 }
