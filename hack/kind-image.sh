@@ -21,6 +21,7 @@ CACHE=${MESH_CNI_CACHE:-/var/cache/mesh-cni}
 . "$ROOT/hack/pin.sh"
 K8S_VERSION=$(pin K8S_VERSION)
 CONTAINERD_VERSION=$(pin CONTAINERD_VERSION)
+RUNC_VERSION=$(pin RUNC_VERSION)
 CNI_PLUGINS_VERSION=$(pin CNI_PLUGINS_VERSION)
 COREDNS_VERSION=$(pin COREDNS_VERSION)
 SUITE=$(pin DEBIAN_SUITE)
@@ -56,7 +57,7 @@ PROXY_PKGS=iptables,nftables,conntrack,ipset,kmod,iproute2
 image_key() {
   {
     cat "$0" "$ROOT"/hack/meshnet/*.go "$ROOT"/hack/meshnet/*.yaml
-    echo "$K8S_VERSION $(pin ETCD_VERSION) $KIND_VERSION $CONTAINERD_VERSION $CNI_PLUGINS_VERSION $COREDNS_VERSION $SUITE $GOVERSION"
+    echo "$K8S_VERSION $(pin ETCD_VERSION) $KIND_VERSION $CONTAINERD_VERSION $RUNC_VERSION $CNI_PLUGINS_VERSION $COREDNS_VERSION $SUITE $GOVERSION"
   } | sha256sum | cut -c1-12
 }
 
@@ -79,9 +80,11 @@ debootstrap_tree() { # name packages
 
 # go_build NAME MODULE@VERSION PACKAGE [tags]: builds a static binary from a
 # published module in a scratch module of its own, so our go.mod stays untouched.
+# CGO=1 in its environment builds with cgo (runc).
 go_build() {
-  local name=$1 modver=$2 pkg=$3 tags=${4:-}
+  local name=$1 modver=$2 pkg=$3 tags=${4:-} cgo=${CGO:-0}
   local key="$modver $pkg $GOVERSION tags=$tags ldflags=-s -w ${5:-}"
+  [ "$cgo" = 0 ] || key="$key cgo=$cgo"
   fresh "$name" "$key" && return 0
   local mod="$W/src/${modver//[@\/]/_}"
   if [ ! -f "$mod/.prepared" ]; then
@@ -96,7 +99,7 @@ go_build() {
   fi
   stage "building $name"
   TEMPS+=("$W/bin/.$name")
-  (cd "$mod" && CGO_ENABLED=0 nice -n 10 "$GO" build -mod=mod -trimpath -tags "$tags" -ldflags "-s -w ${5:-}" \
+  (cd "$mod" && CGO_ENABLED=$cgo nice -n 10 "$GO" build -mod=mod -trimpath -tags "$tags" -ldflags "-s -w ${5:-}" \
     -o "$W/bin/.$name" "$pkg") || die "building $name failed"
   mv "$W/bin/.$name" "$W/bin/$name" && echo "$key" >"$W/bin/.$name.key"
 }
@@ -122,10 +125,18 @@ build_binaries_upstream() {
   go_build containerd "github.com/containerd/containerd/v2@$CONTAINERD_VERSION" github.com/containerd/containerd/v2/cmd/containerd "$ctags" "$cldf"
   go_build ctr "github.com/containerd/containerd/v2@$CONTAINERD_VERSION" github.com/containerd/containerd/v2/cmd/ctr "$ctags" "$cldf"
   go_build containerd-shim-runc-v2 "github.com/containerd/containerd/v2@$CONTAINERD_VERSION" github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2 "$ctags" "$cldf"
+  # runc links libseccomp (cgo): the node image has the same Debian suite's
+  # libseccomp2, and the build host needs gcc and libseccomp-dev.
+  local p missing=()
+  for p in gcc libc6-dev libseccomp-dev pkg-config; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
+  if [ ${#missing[@]} -gt 0 ]; then
+    stage "installing ${missing[*]} (to build runc)"
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  fi
+  CGO=1 go_build runc "github.com/opencontainers/runc@$RUNC_VERSION" github.com/opencontainers/runc seccomp "-X main.version=${RUNC_VERSION#v}"
   # crictl: sigs.k8s.io/cri-tools is not served by the module proxy, and
   # Debian does not package it; kind needs it only for `kind load`'s
   # already-present check and one file of `kind export logs`.
-  local p
   for p in ipam/host-local main/loopback main/ptp main/bridge meta/portmap; do
     go_build "cni-${p#*/}" "github.com/containernetworking/plugins@$CNI_PLUGINS_VERSION" "github.com/containernetworking/plugins/plugins/$p" "" ""
   done
@@ -285,10 +296,11 @@ node_base_image() {
   install -m 0644 "$f"/etc/sysctl.d/* "$tree/etc/sysctl.d/"
   install -m 0644 "$f"/etc/systemd/system/*.service "$f"/etc/systemd/system/*.slice "$tree/etc/systemd/system/"
   install -m 0644 "$f"/etc/systemd/system/kubelet.service.d/* "$tree/etc/systemd/system/kubelet.service.d/"
-  # containerd 2.x, runc (Debian's, where kind's units look for it), crictl, CNI plugins
+  # containerd 2.x, runc (ours, first on containerd's PATH; Debian's stays
+  # for its package's dependencies), CNI plugins
   local b
   for b in containerd ctr containerd-shim-runc-v2; do install -m 0755 "$W/bin/$b" "$tree/usr/local/bin/"; done
-  ln -sf /usr/sbin/runc "$tree/usr/local/sbin/runc"
+  install -m 0755 "$W/bin/runc" "$tree/usr/local/sbin/runc"
   mkdir -p "$tree/opt/cni/bin"
   for b in host-local loopback ptp bridge portmap; do install -m 0755 "$W/bin/cni-$b" "$tree/opt/cni/bin/$b"; done
   for b in kubelet kubeadm kubectl; do install -m 0755 "$K8S_BIN/$b" "$tree/usr/bin/"; done

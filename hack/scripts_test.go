@@ -138,10 +138,10 @@ func TestBuildK8sCleansUpOnFailure(t *testing.T) {
 }
 
 // A new containerd version rebuilds exactly the containerd binaries of the
-// node image; the rest is reused.
+// node image, a new runc version runc alone; the rest is reused.
 func TestKindImageKeysBinaries(t *testing.T) {
 	s := newScriptEnv(t)
-	all := []string{"containerd", "ctr", "containerd-shim-runc-v2",
+	all := []string{"containerd", "ctr", "containerd-shim-runc-v2", "runc",
 		"cni-host-local", "cni-loopback", "cni-ptp", "cni-bridge", "cni-portmap", "coredns", "pause"}
 	v1 := []string{"CONTAINERD_VERSION=v2.1.5"}
 	built, err := s.run("kind-image.sh", v1, "binaries")
@@ -159,4 +159,9 @@ func TestKindImageKeysBinaries(t *testing.T) {
 	}
 	built, _ = s.run("kind-image.sh", []string{"CONTAINERD_VERSION=v2.1.6", "COREDNS_VERSION=v1.12.2"}, "binaries")
 	expectBuilt(t, "new COREDNS_VERSION", built, "coredns")
+	built, _ = s.run("kind-image.sh", []string{"CONTAINERD_VERSION=v2.1.6", "COREDNS_VERSION=v1.12.2", "RUNC_VERSION=v1.3.7"}, "binaries")
+	expectBuilt(t, "new RUNC_VERSION", built, "runc")
+	if c := s.content("kind/bin/runc"); !strings.Contains(c, "@v1.3.7") {
+		t.Fatalf("runc built from %q", c)
+	}
 }
