@@ -17,8 +17,13 @@ mkdir -p "$TOOLS/bin"
 exec 9>"$TOOLS/.lock"
 flock 9
 
+# The build dir is global: the exit trap runs after build() has returned, when
+# a local would be gone (and unbound under set -u, failing the script).
+work=
+trap 'rm -rf "${work:-}"' EXIT
+
 build() { # link-name module version package [ldflags]
-  local name=$1 mod=$2 ver=$3 pkg=$4 ldflags=${5:-} dir exe work
+  local name=$1 mod=$2 ver=$3 pkg=$4 ldflags=${5:-} dir exe
   dir=$TOOLS/$name-$ver
   exe=$dir/$(basename "$pkg")
   if [ ! -x "$exe" ]; then
@@ -27,11 +32,11 @@ build() { # link-name module version package [ldflags]
     # own go.mod decides its dependencies (as go install would, but without
     # the module-list lookup that some proxies refuse).
     work=$(mktemp -d "$TOOLS/.build-XXXXXX")
-    trap 'rm -rf "$work"' EXIT
     printf 'module chartbuild\n\ngo 1.24\n\nrequire %s %s\n' "$mod" "$ver" >"$work/go.mod"
     (cd "$work" && GOFLAGS=-mod=mod CGO_ENABLED=0 nice go build -trimpath -ldflags "-s -w $ldflags" \
       -o "$work/out/$(basename "$pkg")" "$pkg" >&2)
     rm -rf "$dir" && mv "$work/out" "$dir" && rm -rf "$work"
+    work=
   fi
   ln -sfn "$exe" "$TOOLS/bin/$name"
 }

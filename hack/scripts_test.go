@@ -31,6 +31,7 @@ esac
 
 type scriptEnv struct {
 	t     *testing.T
+	goDir string // holds the fake go
 	cache string
 	log   string
 	env   []string
@@ -43,7 +44,7 @@ func newScriptEnv(t *testing.T) *scriptEnv {
 	if err := os.WriteFile(goBin, []byte(fakeGo), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	s := &scriptEnv{t: t, cache: filepath.Join(dir, "cache"), log: filepath.Join(dir, "go.log")}
+	s := &scriptEnv{t: t, goDir: dir, cache: filepath.Join(dir, "cache"), log: filepath.Join(dir, "go.log")}
 	s.env = append(os.Environ(), "GO="+goBin, "MESH_CNI_CACHE="+s.cache, "FAKE_GO_LOG="+s.log)
 	return s
 }
@@ -163,5 +164,29 @@ func TestKindImageKeysBinaries(t *testing.T) {
 	expectBuilt(t, "new RUNC_VERSION", built, "runc")
 	if c := s.content("kind/bin/runc"); !strings.Contains(c, "@v1.3.7") {
 		t.Fatalf("runc built from %q", c)
+	}
+}
+
+// A tool built on a machine without it (an empty cache) exits 0 and prints
+// its dir: the exit trap must not trip over the build's temp dir.
+func TestChartToolsBuildsFromEmpty(t *testing.T) {
+	s := newScriptEnv(t)
+	// chart-tools.sh calls go from PATH.
+	s.env = append(s.env, "PATH="+s.goDir+":"+os.Getenv("PATH"))
+	cmd := exec.Command("bash", "chart-tools.sh", "helm")
+	cmd.Env = s.env
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("chart-tools.sh helm on an empty cache: %v\n%s", err, out)
+	}
+	if !strings.HasSuffix(strings.TrimSpace(string(out)), filepath.Join(s.cache, "tools", "bin")) {
+		t.Fatalf("output does not end with the tools dir:\n%s", out)
+	}
+	if c := s.content("tools/bin/helm"); !strings.Contains(c, "-X helm.sh/helm/v3/internal/version.version=") {
+		t.Fatalf("helm built with %q", c)
+	}
+	left, _ := filepath.Glob(filepath.Join(s.cache, "tools", ".build-*"))
+	if len(left) > 0 {
+		t.Fatalf("temp dirs left: %q", left)
 	}
 }
