@@ -8,6 +8,7 @@ import (
 
 	"github.com/containernetworking/cni/pkg/types"
 
+	"github.com/mesh-cni/mesh-cni/pkg/mesh"
 	"github.com/mesh-cni/mesh-cni/pkg/node"
 )
 
@@ -26,7 +27,7 @@ func TestParseDefaults(t *testing.T) {
 		c.Kubeconfig != node.DefaultKubeconfig || c.ReportSocket != node.DefaultReportSocket {
 		t.Errorf("paths: %q %q %q %q", c.AgentSocket, c.ReadyMarker, c.Kubeconfig, c.ReportSocket)
 	}
-	if cm := c.Meshes["custom"]; len(c.Meshes) != 3 || (cm.Enabled != nil && *cm.Enabled) {
+	if cm := c.Meshes["custom"]; len(c.Meshes) != len(mesh.Profiles) || (cm.Enabled != nil && *cm.Enabled) {
 		t.Errorf("meshes = %+v", c.Meshes)
 	}
 	if c.Result != nil || c.RuntimeConfig.PodAnnotations != nil {
@@ -85,7 +86,7 @@ func TestParseErrors(t *testing.T) {
 		{"malformed JSON", `{"name":`, types.ErrDecodingFailure, "failed to decode"},
 		{"wrong type", `{` + base + `,"ipv6":"yes"}`, types.ErrDecodingFailure, "failed to decode"},
 		{"bad prevResult", `{` + base + `,"prevResult":{"ips":[{"address":"nope"}]}}`, types.ErrDecodingFailure, "prevResult"},
-		{"unknown profile", `{` + base + `,"meshes":{"consul":{}}}`, types.ErrUnsupportedField, `unknown mesh profile "consul"`},
+		{"unknown profile", `{` + base + `,"meshes":{"cilium":{}}}`, types.ErrUnsupportedField, `unknown mesh profile "cilium"`},
 		{"unknown mesh key", `{` + base + `,"meshes":{"istio":{"proxyUser":1}}}`, types.ErrUnsupportedField, `meshes.istio: unsupported key "proxyUser"`},
 		{"bad backend", `{` + base + `,"backend":"ebpf"}`, types.ErrInvalidNetworkConfig, `invalid backend "ebpf"`},
 		{"bad logLevel", `{` + base + `,"logLevel":"loud"}`, types.ErrInvalidNetworkConfig, `invalid logLevel "loud"`},
@@ -149,7 +150,7 @@ func FuzzParse(f *testing.F) {
 			}
 			return
 		}
-		if c.Timeout <= 0 || c.Timeout > MaxLookupTimeout || c.IPv6 == nil || len(c.Meshes) != 3 {
+		if c.Timeout <= 0 || c.Timeout > MaxLookupTimeout || c.IPv6 == nil || len(c.Meshes) != len(mesh.Profiles) {
 			t.Fatalf("accepted config without sane defaults: %+v", c)
 		}
 	})

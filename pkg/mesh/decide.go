@@ -65,7 +65,7 @@ type judgement struct {
 // invalid.
 type judge func(cfg Config, base rules.Spec, pod Pod) (judgement, error)
 
-var judges = map[string]judge{Linkerd: judgeLinkerd, Istio: judgeIstio, Custom: judgeCustom}
+var judges = map[string]judge{Linkerd: judgeLinkerd, Istio: judgeIstio, Kuma: judgeKuma, Consul: judgeConsul, Custom: judgeCustom}
 
 // Decide judges pod against every enabled mesh of meshes, as written
 // (omitted fields take the profile's defaults). It is NewSet and
@@ -230,4 +230,8 @@ var HonouredAnnotations = []string{
 	IstioStatus, IstioInject, IstioInterceptionMode, IstioTemplates, IstioProxyConfig,
 	IstioIncludeOutboundRanges, IstioExcludeOutboundRanges, IstioIncludeInboundPorts,
 	IstioExcludeInboundPorts, IstioIncludeOutboundPorts, IstioExcludeOutboundPorts, IstioExcludeInterfaces,
+	KumaSidecarInjected, KumaConfig, KumaSidecarUID, KumaInboundPort, KumaOutboundPort, KumaIPFamilyMode,
+	KumaExcludeInbound, KumaExcludeOutbound, KumaExcludeOutForUIDs, KumaExcludeInboundIPs, KumaExcludeOutIPs,
+	KumaProbeProxyPort, KumaGateway, KumaBuiltinDNS, KumaBuiltinDNSPort,
+	ConsulInjectStatus, ConsulMeshInjectStatus, ConsulTProxyStatus, ConsulRedirectConfig,
 }

@@ -9,7 +9,7 @@ import (
 // meshOwned are init containers a mesh injects that run as the proxy on
 // purpose (they check the redirect from the proxy's side): they share its
 // identity without being an app.
-var meshOwned = map[string]bool{"istio-validation": true, "linkerd-network-validator": true}
+var meshOwned = map[string]bool{"istio-validation": true, "linkerd-network-validator": true, "kuma-validation": true}
 
 // MeshOwned: the mesh injected container name to run as the proxy.
 func MeshOwned(name string) bool { return meshOwned[name] }

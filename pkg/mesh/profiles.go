@@ -10,7 +10,7 @@ import (
 )
 
 // Profiles lists the known profile names.
-var Profiles = []string{Linkerd, Istio, Custom}
+var Profiles = []string{Linkerd, Istio, Kuma, Consul, Custom}
 
 // OnWhenConfigured says whether a profile that is off by default is turned
 // on by an entry under its name that does not say "enabled": the custom
@@ -56,6 +56,44 @@ func Defaults(name string) (Config, error) {
 			// injector; OpenShift assigns one) and a mesh-wide DNS
 			// capture (proxy env) are in the spec only.
 			TrustAnnotations: ptr(false),
+		}, nil
+	case Kuma:
+		// kumahq/kuma pkg/config/plugins/runtime/k8s/config.go (sidecar
+		// uid/gid 5678, redirect ports 15006/15001, builtin DNS 15053).
+		return Config{
+			Enabled:          ptr(false),
+			Sidecar:          "kuma-sidecar",
+			ProxyUID:         ptr(int64(5678)),
+			ProxyGID:         ptr(int64(5678)),
+			InboundPort:      15006,
+			OutboundPort:     15001,
+			DNSPort:          15053,
+			InterceptionMode: string(rules.Redirect),
+			CaptureDNS:       ptr(false),
+			// kuma-validation checks the proxy's loopback-to-inbound rule.
+			LoopbackToInbound: ptr(true),
+			// kuma.io/sidecar-injected is written in init-container mode
+			// too: the spec tells the modes apart.
+			TrustAnnotations: ptr(false),
+		}, nil
+	case Consul:
+		// hashicorp/consul-k8s connect-inject: consul-dataplane runs as
+		// 5995:5995, inbound 20000, outbound 15001, DNS proxy 8600. A pod's
+		// own redirect configuration overrides every port and the UID.
+		return Config{
+			Enabled:           ptr(false),
+			Sidecar:           "consul-dataplane",
+			ProxyUID:          ptr(int64(5995)),
+			ProxyGID:          ptr(int64(5995)),
+			InboundPort:       20000,
+			OutboundPort:      15001,
+			DNSPort:           8600,
+			InterceptionMode:  string(rules.Redirect),
+			CaptureDNS:        ptr(false),
+			LoopbackToInbound: ptr(false),
+			// The configuration annotation exists in CNI mode only and
+			// carries the UID the injector gave the proxy.
+			TrustAnnotations: ptr(true),
 		}, nil
 	case Custom:
 		return Config{

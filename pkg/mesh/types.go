@@ -6,6 +6,8 @@ package mesh
 const (
 	Linkerd = "linkerd"
 	Istio   = "istio"
+	Kuma    = "kuma"
+	Consul  = "consul"
 	Custom  = "custom"
 )
 

@@ -15,7 +15,7 @@ import (
 // TestNetlinkMatchesNft: the nftables backend (netlink, in-process) and
 // "nft -f" of rules.Nft must leave the kernel holding the same table, for
 // every golden scenario. The IR is the single source of truth; this keeps
-// explain honest about what ADD programs.
+// explain honest about what ADD programs, and CHECK must accept it.
 func TestNetlinkMatchesNft(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Fatal("needs root: it creates network namespaces")
@@ -31,6 +31,10 @@ func TestNetlinkMatchesNft(t *testing.T) {
 			}
 			if err := nftables.New().Apply("/var/run/netns/"+a, rs); err != nil {
 				t.Fatalf("netlink apply: %v", err)
+			}
+			// CHECK reads back what ADD wrote, expression by expression.
+			if err := nftables.New().Check("/var/run/netns/"+a, rs); err != nil {
+				t.Errorf("netlink check after apply: %v", err)
 			}
 			sh(t, []byte(rules.Nft(rs)), "ip", "netns", "exec", b, "nft", "-f", "-")
 			got := sh(t, nil, "ip", "netns", "exec", a, "nft", "list", "table", rules.NftFamily, rules.NftTable)

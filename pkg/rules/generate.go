@@ -81,11 +81,57 @@ func inRedirectChain(s Spec) Chain {
 func inboundChain(s Spec) Chain {
 	c := Chain{Name: ChainInbound, Hook: PreRouting}
 	c.Rules = append(c.Rules, excludeIfaceRules(s, true)...)
-	if len(s.SkipSubnets) > 0 {
-		c.Rules = append(c.Rules, Rule{Src: s.SkipSubnets, Verdict: Verdict{Kind: Return}, Comment: cm("skip-subnets")})
-	}
+	c.Rules = append(c.Rules, skipSourceRules(s)...)
 	c.Rules = append(c.Rules, Rule{Proto: TCP, Verdict: Verdict{Kind: Jump, Chain: ChainInRedirect}, Comment: cm("inbound")})
 	return c
+}
+
+// skipSourceRules: inbound from these sources is never redirected.
+func skipSourceRules(s Spec) []Rule {
+	var out []Rule
+	if len(s.SkipSubnets) > 0 {
+		out = append(out, Rule{Src: s.SkipSubnets, Verdict: Verdict{Kind: Return}, Comment: cm("skip-subnets")})
+	}
+	if len(s.SkipInboundSources) > 0 {
+		out = append(out, Rule{Src: s.SkipInboundSources, Verdict: Verdict{Kind: Return}, Comment: cm("skip-inbound-sources")})
+	}
+	return out
+}
+
+// dnsRules send port 53 (UDP, and TCP unless DNSUDPOnly; to DNSDest
+// only, when set) to the DNS port.
+func dnsRules(s Spec) []Rule {
+	if !s.CaptureDNS {
+		return nil
+	}
+	dns := []PortRange{{DNSPort, DNSPort}}
+	to := Verdict{Kind: RedirectTo, Port: s.DNSPort}
+	out := []Rule{{Proto: UDP, Dst: s.DNSDest, DPorts: dns, Verdict: to, Comment: cm("dns")}}
+	if !s.DNSUDPOnly {
+		out = append(out, Rule{Proto: TCP, Dst: s.DNSDest, DPorts: dns, Verdict: to, Comment: cm("dns")})
+	}
+	return out
+}
+
+// exemptRules return the declared owners' traffic: a port list needs a
+// protocol, so "any" with ports is one rule per protocol.
+func exemptRules(s Spec) []Rule {
+	var out []Rule
+	for _, e := range s.ExemptUIDs {
+		r := Rule{UID: ptr(e.First), DPorts: e.Ports, Verdict: Verdict{Kind: Return}, Comment: cm("exempt-uid")}
+		if e.Last > e.First {
+			r.UIDTo = e.Last
+		}
+		protos := []Proto{e.Proto}
+		if e.Proto == AnyProto && len(e.Ports) > 0 {
+			protos = []Proto{TCP, UDP}
+		}
+		for _, p := range protos {
+			r.Proto = p
+			out = append(out, r)
+		}
+	}
+	return out
 }
 
 func excludeIfaceRules(s Spec, in bool) []Rule {
@@ -130,12 +176,12 @@ func outputChain(s Spec) Chain {
 		}
 	}
 	c.Rules = append(c.Rules, proxyRules(s, Rule{Verdict: ret, Comment: cm("proxy")})...)
-	if s.CaptureDNS {
-		dns := []PortRange{{DNSPort, DNSPort}}
-		to := Verdict{Kind: RedirectTo, Port: s.DNSPort}
-		c.Rules = append(c.Rules,
-			Rule{Proto: UDP, DPorts: dns, Verdict: to, Comment: cm("dns")},
-			Rule{Proto: TCP, DPorts: dns, Verdict: to, Comment: cm("dns")})
+	if s.ExemptDNS {
+		c.Rules = append(c.Rules, exemptRules(s)...)
+	}
+	c.Rules = append(c.Rules, dnsRules(s)...)
+	if !s.ExemptDNS {
+		c.Rules = append(c.Rules, exemptRules(s)...)
 	}
 	c.Rules = append(c.Rules, Rule{OutIface: "lo", Verdict: ret, Comment: cm("loopback")})
 	if len(s.IgnoreOutbound) > 0 {
@@ -194,9 +240,7 @@ func tproxyChains(s Spec) []Chain {
 	if ign := inboundIgnore(s); len(ign) > 0 {
 		in.Rules = append(in.Rules, Rule{Proto: TCP, DPorts: ign, Verdict: ret, Comment: cm("inbound-ignore-ports")})
 	}
-	if len(s.SkipSubnets) > 0 {
-		in.Rules = append(in.Rules, Rule{Src: s.SkipSubnets, Verdict: ret, Comment: cm("skip-subnets")})
-	}
+	in.Rules = append(in.Rules, skipSourceRules(s)...)
 	in.Rules = append(in.Rules, Rule{Proto: TCP, CtState: []string{"RELATED", "ESTABLISHED"},
 		Verdict: Verdict{Kind: Jump, Chain: ChainDivert}, Comment: cm("tproxy-established")})
 	toTProxy := Verdict{Kind: Jump, Chain: ChainTProxy}
@@ -230,6 +274,21 @@ func normalize(s Spec) Spec {
 	}
 	if s.CaptureDNS && s.DNSPort == 0 {
 		s.CaptureDNS = false
+	}
+	if s.DNSDest != nil {
+		// An empty list (not nil) captures no destination.
+		if s.DNSDest = mergePrefixes(s.DNSDest); len(s.DNSDest) == 0 {
+			s.CaptureDNS = false
+		}
+	}
+	s.SkipInboundSources = mergePrefixes(s.SkipInboundSources)
+	s.ExemptUIDs = slices.Clone(s.ExemptUIDs)
+	for i, e := range s.ExemptUIDs {
+		e.Ports = mergePorts(e.Ports)
+		if e.Last < e.First {
+			e.Last = e.First
+		}
+		s.ExemptUIDs[i] = e
 	}
 	s.InboundPorts = mergePorts(s.InboundPorts)
 	s.IgnoreInbound = mergePorts(s.IgnoreInbound)

@@ -151,7 +151,7 @@ func iptablesLine(r Rule, src, dst string, ports []PortRange) string {
 	if r.UID != nil || r.GID != nil {
 		add("-m", "owner")
 		if r.UID != nil {
-			add(not(r.NotUID)+"--uid-owner", fmt.Sprint(*r.UID))
+			add(not(r.NotUID)+"--uid-owner", uidMatch(r))
 		}
 		if r.GID != nil {
 			add(not(r.NotGID)+"--gid-owner", fmt.Sprint(*r.GID))
@@ -212,4 +212,13 @@ func iptVerdict(v Verdict) []string {
 	default: // Return, Accept, Drop
 		return []string{"-j", string(v.Kind)}
 	}
+}
+
+// uidMatch is the owner match's UID or "first-last" range (the same
+// syntax in iptables and nft).
+func uidMatch(r Rule) string {
+	if r.UIDTo > *r.UID {
+		return fmt.Sprintf("%d-%d", *r.UID, r.UIDTo)
+	}
+	return fmt.Sprint(*r.UID)
 }

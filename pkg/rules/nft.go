@@ -118,7 +118,7 @@ func nftLine(r Rule, fam Family, src, dst []netip.Prefix, pin string) string {
 		add(proto, "sport", nftPorts(r.SPorts))
 	}
 	if r.UID != nil {
-		add("meta skuid", nftNot(r.NotUID)+fmt.Sprint(*r.UID))
+		add("meta skuid", nftNot(r.NotUID)+uidMatch(r))
 	}
 	if r.GID != nil {
 		add("meta skgid", nftNot(r.NotGID)+fmt.Sprint(*r.GID))

@@ -96,6 +96,21 @@ func scenarios() []scenario {
 			s.SkipSubnets = pfx("10.96.0.0/12", "fd00:10:96::/112")
 			s.IncludeSubnets = pfx("10.0.0.0/8", "2001:db8::/32")
 		})},
+		// Kuma's DNS proxy serves UDP only, and its per-UID exclusions
+		// come before DNS capture.
+		{"kuma-default", Spec{Mesh: "kuma", Families: dual, ProxyUID: 5678, ProxyGID: u32(5678), InboundPort: 15006,
+			OutboundPort: 15001, Mode: Redirect, LoopbackToInbound: true, CaptureDNS: true, DNSPort: 15053,
+			DNSUDPOnly: true, ExemptDNS: true, IgnoreInbound: ports("9001", "9901"), IgnoreOutbound: ports("9901")}},
+		{"kuma-exclusions", Spec{Mesh: "kuma", Families: dual, ProxyUID: 5678, InboundPort: 15006, OutboundPort: 15001,
+			Mode: Redirect, LoopbackToInbound: true, CaptureDNS: true, DNSPort: 15053, DNSUDPOnly: true, ExemptDNS: true,
+			SkipInboundSources: pfx("10.10.0.0/16", "fd00:10::/64"), SkipOutboundSubnets: pfx("10.20.0.0/16"),
+			ExemptUIDs: []UIDExemption{{First: 1000, Last: 1000}, {First: 2000, Last: 2999, Proto: TCP, Ports: ports("22", "443")},
+				{First: 3000, Last: 3000, Ports: ports("53")}}}},
+		// Consul: DNS to its local resolver only, whoever sends it; the
+		// connect-inject init container's UID after it.
+		{"consul-default", Spec{Mesh: "consul", Families: dual, ProxyUID: 5995, ProxyGID: u32(5995), InboundPort: 20000,
+			OutboundPort: 15001, Mode: Redirect, CaptureDNS: true, DNSPort: 8600, DNSDest: pfx("127.0.0.1/32"),
+			IgnoreInbound: ports("20200"), ExemptUIDs: []UIDExemption{{First: 5996, Last: 5996}}}},
 		{"many-ports", with(linkerdSpec(dual), func(s *Spec) {
 			s.IgnoreInbound = ports(many...)
 			s.IgnoreOutbound = ports(many...)

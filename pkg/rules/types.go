@@ -86,6 +86,30 @@ type Spec struct {
 
 	CaptureDNS bool
 	DNSPort    uint16
+	// DNSUDPOnly captures UDP port 53 only (Kuma's DNS proxy serves no
+	// TCP); DNSDest limits the capture to these destinations (Consul
+	// captures what goes to its local resolver; nil: every destination).
+	DNSUDPOnly bool
+	DNSDest    []netip.Prefix
+
+	// ExemptUIDs are further owners whose outbound traffic is not
+	// redirected (Consul's ExcludeUIDs, Kuma's excludePortsForUIDs): the
+	// pod's own, declared exemptions, matched after DNS capture.
+	ExemptUIDs []UIDExemption
+	// ExemptDNS: ExemptUIDs come before DNS capture, so they skip it too
+	// (Kuma's order); otherwise DNS capture applies to them (Consul's).
+	ExemptDNS bool
+	// SkipInboundSources: inbound connections from these sources are not
+	// redirected (Kuma's inbound excludePortsForIPs).
+	SkipInboundSources []netip.Prefix
+}
+
+// UIDExemption exempts the outbound traffic of UIDs First..Last; with
+// Proto set, of that protocol only, and with Ports, to those ports only.
+type UIDExemption struct {
+	First, Last uint32
+	Proto       Proto
+	Ports       []PortRange
 }
 
 // RuleSet is everything mesh-cni programs into one pod netns. Tables hold
@@ -152,6 +176,7 @@ type Rule struct {
 	NotDPorts   bool
 	SPorts      []PortRange
 	UID         *uint32
+	UIDTo       uint32 // above *UID: the range UID..UIDTo (not negated)
 	NotUID      bool
 	GID         *uint32
 	NotGID      bool

@@ -145,8 +145,9 @@ func signature(es []expr.Any) string {
 			parts = append(parts, fmt.Sprintf("verdict(%d,%s)", e.Kind, e.Chain))
 		case *expr.Redir:
 			parts = append(parts, "redir")
-		case *expr.TProxy:
-			// google/nftables does not parse tproxy back from the kernel.
+		case *expr.TProxy, *expr.Byteorder:
+			// google/nftables does not parse these back from the kernel;
+			// the range after a byteorder still shows its bounds.
 		case *expr.Counter:
 			parts = append(parts, "counter")
 		default:

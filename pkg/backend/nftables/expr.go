@@ -116,7 +116,15 @@ func (b *builder) exprs(r rules.Rule, fam rules.Family, src, dst []netip.Prefix)
 		}
 		e = append(e, pe...)
 	}
-	if r.UID != nil {
+	switch {
+	case r.UID != nil && r.UIDTo > *r.UID:
+		// A range compares bytes in order: the host-order UID is turned
+		// big-endian first, as nft does for "meta skuid a-b".
+		e = append(e, &expr.Meta{Key: expr.MetaKeySKUID, Register: 1},
+			&expr.Byteorder{SourceRegister: 1, DestRegister: 1, Op: expr.ByteorderHton, Len: 4, Size: 4},
+			&expr.Range{Op: expr.CmpOpEq, Register: 1,
+				FromData: binaryutil.BigEndian.PutUint32(*r.UID), ToData: binaryutil.BigEndian.PutUint32(r.UIDTo)})
+	case r.UID != nil:
 		e = append(e, &expr.Meta{Key: expr.MetaKeySKUID, Register: 1},
 			&expr.Cmp{Op: op(r.NotUID), Register: 1, Data: binaryutil.NativeEndian.PutUint32(*r.UID)})
 	}

@@ -143,6 +143,9 @@ func rule(table string, chains map[string]rules.Hook, r rules.Rule) error {
 	if err := negatedList("destination", r.Dst, r.NotDst); err != nil {
 		return err
 	}
+	if r.UIDTo != 0 && (r.UID == nil || r.UIDTo <= *r.UID || r.NotUID) {
+		return fmt.Errorf("a UID range needs a first UID below its last, not negated")
+	}
 	for _, s := range r.CtState {
 		if !ctStates[s] {
 			return fmt.Errorf("unknown conntrack state %q", s)

@@ -1,0 +1,206 @@
+package mesh
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/netip"
+	"strings"
+
+	"github.com/mesh-cni/mesh-cni/pkg/rules"
+)
+
+// Consul on Kubernetes' pod contract (hashicorp/consul-k8s v1.9 to v2.0,
+// control-plane/cni/main.go; pkg/mesh/README.md).
+const (
+	ConsulInjectStatus     = "consul.hashicorp.com/connect-inject-status"
+	ConsulMeshInjectStatus = "consul.hashicorp.com/mesh-inject-status"
+	ConsulTProxyStatus     = "consul.hashicorp.com/transparent-proxy-status"
+	ConsulRedirectConfig   = "consul.hashicorp.com/redirect-traffic-config"
+)
+
+// ConsulRedirect is the redirect configuration Consul's injector computes
+// for a pod and serialises into ConsulRedirectConfig: the JSON of
+// iptables.Config in github.com/hashicorp/consul/sdk (v0.18.1), whose
+// fields carry no JSON tags, so the keys are the Go field names. It is the
+// single source of the pod's rules.
+type ConsulRedirect struct {
+	ConsulDNSIP          string
+	ConsulDNSPort        int
+	ProxyUserID          string
+	ProxyInboundPort     int
+	ProxyOutboundPort    int
+	ExcludeInboundPorts  []string
+	ExcludeOutboundPorts []string
+	ExcludeOutboundCIDRs []string
+	ExcludeUIDs          []string
+	// Set by the consul-cni plugin at run time, never by the injector:
+	// accepted and ignored.
+	NetNS            string
+	IptablesProvider json.RawMessage
+}
+
+// ParseConsulRedirect decodes and checks the configuration field by field.
+// An unknown key is an error naming it. Keys match exactly (Go's decoder
+// would also take "proxyuserid").
+func ParseConsulRedirect(raw string) (ConsulRedirect, error) {
+	var c ConsulRedirect
+	var keys map[string]json.RawMessage
+	if err := json.Unmarshal([]byte(raw), &keys); err != nil {
+		return c, fmt.Errorf("not a JSON object: %w", err)
+	}
+	known := map[string]bool{}
+	for _, f := range consulFields {
+		known[f] = true
+	}
+	for k := range keys {
+		if !known[k] {
+			return c, fmt.Errorf("unknown field %q (known: %s)", clip(k), strings.Join(consulFields, ", "))
+		}
+	}
+	dec := json.NewDecoder(bytes.NewReader([]byte(raw)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&c); err != nil {
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) {
+			return c, fmt.Errorf("field %s: %s is not a %s", te.Field, te.Value, te.Type)
+		}
+		return c, err
+	}
+	if len(c.IptablesProvider) > 0 && string(c.IptablesProvider) != "null" {
+		return c, errors.New("field IptablesProvider: must be null")
+	}
+	return c, nil
+}
+
+// consulFields are ConsulRedirect's keys, in order.
+var consulFields = []string{"ConsulDNSIP", "ConsulDNSPort", "ProxyUserID", "ProxyInboundPort", "ProxyOutboundPort",
+	"ExcludeInboundPorts", "ExcludeOutboundPorts", "ExcludeOutboundCIDRs", "ExcludeUIDs", "NetNS", "IptablesProvider"}
+
+// spec turns the configuration into the pod's Spec over base (the mesh's
+// identity and family settings). Errors name the field.
+func (c ConsulRedirect) spec(s rules.Spec) (rules.Spec, error) {
+	field := func(f string, err error) error { return fmt.Errorf("field %s: %w", f, err) }
+	// Nothing of the profile's own lists applies: the pod's configuration
+	// is the whole of its rules. Consul redirects with nat only.
+	s = rules.Spec{Mesh: s.Mesh, ProxyGID: s.ProxyGID, Mode: rules.Redirect}
+	var err error
+	if c.ProxyUserID == "" {
+		return s, field("ProxyUserID", errors.New("is required: the proxy's own traffic must not be redirected"))
+	}
+	if s.ProxyUID, err = parseID(c.ProxyUserID); err != nil {
+		return s, field("ProxyUserID", err)
+	}
+	if c.ProxyInboundPort < 1 || c.ProxyInboundPort > 65535 {
+		return s, field("ProxyInboundPort", fmt.Errorf("%d is not a port from 1 to 65535", c.ProxyInboundPort))
+	}
+	s.InboundPort = uint16(c.ProxyInboundPort)
+	switch {
+	case c.ProxyOutboundPort == 0: // the SDK's default
+		s.OutboundPort = 15001
+	case c.ProxyOutboundPort < 0 || c.ProxyOutboundPort > 65535:
+		return s, field("ProxyOutboundPort", fmt.Errorf("%d is not a port from 1 to 65535", c.ProxyOutboundPort))
+	default:
+		s.OutboundPort = uint16(c.ProxyOutboundPort)
+	}
+	if s.InboundPort == s.OutboundPort {
+		return s, field("ProxyOutboundPort", fmt.Errorf("%d is also the inbound port", s.OutboundPort))
+	}
+	lists := []struct {
+		name string
+		v    []string
+		dst  *[]rules.PortRange
+	}{{"ExcludeInboundPorts", c.ExcludeInboundPorts, &s.IgnoreInbound}, {"ExcludeOutboundPorts", c.ExcludeOutboundPorts, &s.IgnoreOutbound}}
+	for _, l := range lists {
+		if *l.dst, err = ParsePorts(strings.Join(l.v, ",")); err != nil {
+			return s, field(l.name, err)
+		}
+	}
+	if s.SkipOutboundSubnets, err = ParseCIDRs(strings.Join(c.ExcludeOutboundCIDRs, ",")); err != nil {
+		return s, field("ExcludeOutboundCIDRs", err)
+	}
+	s.ExemptUIDs = nil
+	for _, u := range c.ExcludeUIDs {
+		id, err := parseID(u)
+		if err != nil {
+			return s, field("ExcludeUIDs", err)
+		}
+		s.ExemptUIDs = append(s.ExemptUIDs, rules.UIDExemption{First: id, Last: id})
+	}
+	return c.dns(s)
+}
+
+// dns: with ConsulDNSPort set, DNS sent to ConsulDNSIP (127.0.0.1 or ::1,
+// Consul's local resolver) goes to that port, whoever sends it. Consul
+// before 1.0 DNATed every DNS query to a Service IP (ConsulDNSPort absent):
+// that form is refused, it cannot be a local redirect.
+func (c ConsulRedirect) dns(s rules.Spec) (rules.Spec, error) {
+	s.CaptureDNS, s.DNSDest, s.DNSUDPOnly = false, nil, false
+	if c.ConsulDNSPort == 0 {
+		if c.ConsulDNSIP != "" {
+			return s, errors.New("field ConsulDNSPort: is required with ConsulDNSIP (the redirect of all DNS to a Service IP, consul-k8s before 1.0, is not supported)")
+		}
+		return s, nil
+	}
+	if c.ConsulDNSPort < 0 || c.ConsulDNSPort > 65535 {
+		return s, fmt.Errorf("field ConsulDNSPort: %d is not a port from 1 to 65535", c.ConsulDNSPort)
+	}
+	ip := netip.MustParseAddr("127.0.0.1")
+	if c.ConsulDNSIP != "" {
+		var err error
+		if ip, err = netip.ParseAddr(c.ConsulDNSIP); err != nil || !ip.IsLoopback() {
+			return s, fmt.Errorf("field ConsulDNSIP: %q is not a loopback address (Consul's local resolver)", clip(c.ConsulDNSIP))
+		}
+	}
+	s.CaptureDNS, s.DNSPort = true, uint16(c.ConsulDNSPort)
+	s.DNSDest = []netip.Prefix{netip.PrefixFrom(ip, ip.BitLen())}
+	return s, nil
+}
+
+// judgeConsul follows consul-cni: the pod is injected (connect-inject or
+// mesh-inject status set) with transparent proxy (its status set to any
+// value: consul-cni rewrites it to waiting and complete). The injector
+// writes the redirect configuration only in CNI mode; without it the
+// pod's init container redirects it (skipped as init-container mode).
+func judgeConsul(cfg Config, base rules.Spec, pod Pod) (judgement, error) {
+	ann := pod.Annotations
+	if ann[ConsulInjectStatus] == "" && ann[ConsulMeshInjectStatus] == "" {
+		return judgement{v: notMine}, nil
+	}
+	if ann[ConsulTProxyStatus] == "" {
+		return judgement{v: skipped, reason: ReasonNotInjected}, nil
+	}
+	raw, ok := ann[ConsulRedirectConfig]
+	if !ok {
+		return judgement{v: skipped, reason: ReasonInitContainerMode}, nil
+	}
+	var proxy *Container
+	if pod.SpecKnown {
+		if proxy = sidecar(pod, cfg.Sidecar); proxy == nil {
+			return judgement{v: skipped, reason: ReasonNoSidecar}, nil
+		}
+	} else if !trusted(cfg) {
+		return judgement{v: needSpec}, nil
+	}
+	rc, err := ParseConsulRedirect(raw)
+	if err == nil {
+		base, err = rc.spec(base)
+	}
+	if err != nil {
+		return judgement{}, annErr(ConsulRedirectConfig, raw, err)
+	}
+	note, err := proxyIdentity(&base, pod, proxy)
+	if err != nil {
+		return judgement{}, err
+	}
+	return judgement{v: meshed, spec: base, note: note}, nil
+}
+
+// clip keeps an echoed key or value short.
+func clip(s string) string {
+	if len(s) > 64 {
+		return s[:64] + "..."
+	}
+	return s
+}
