@@ -57,6 +57,7 @@ test-fuzz:
 	$(call fuzz,FuzzParsePorts,300000x,./pkg/mesh)
 	$(call fuzz,FuzzParseCIDRs,250000x,./pkg/mesh)
 	$(call fuzz,FuzzDecide,120000x,./pkg/mesh)
+	$(call fuzz,FuzzConsulRedirect,200000x,./pkg/mesh)
 	$(call fuzz,FuzzChain,120000x,./pkg/install)
 	$(call fuzz,FuzzEntry,200000x,./pkg/install)
 	$(call fuzz,FuzzParse,250000x,./pkg/config)

@@ -89,8 +89,8 @@ func TestBadInput(t *testing.T) {
 		msg  string
 	}{
 		{"malformed JSON", direct{command: "ADD", netns: netns, args: k8sArgs}, `{"cniVersion":"1.0.0","name":`, types.ErrDecodingFailure, "unexpected end of JSON"},
-		{"unknown profile", direct{"ADD", netns, k8sArgs, with(baseConf("1.0.0", netns, nil), "meshes", map[string]any{"kuma": map[string]any{}})},
-			"", types.ErrUnsupportedField, `unknown mesh profile "kuma"`},
+		{"unknown profile", direct{"ADD", netns, k8sArgs, with(baseConf("1.0.0", netns, nil), "meshes", map[string]any{"cilium": map[string]any{}})},
+			"", types.ErrUnsupportedField, `unknown mesh profile "cilium"`},
 		{"bad port in config", direct{"ADD", netns, k8sArgs, with(baseConf("1.0.0", netns, nil), "meshes", map[string]any{"linkerd": map[string]any{"ignoreInboundPorts": []string{"4190-41x"}}})},
 			"", types.ErrInvalidNetworkConfig, `meshes.linkerd.ignoreInboundPorts: invalid port range "4190-41x"`},
 		{"bad CIDR in config", direct{"ADD", netns, k8sArgs, with(baseConf("1.0.0", netns, nil), "meshes", map[string]any{"istio": map[string]any{"skipSubnets": []string{"10.1.0.0/40"}}})},
@@ -143,7 +143,7 @@ func TestBadInput(t *testing.T) {
 	}
 	// DEL succeeds whatever went wrong before, even with the bad config.
 	for _, d := range []direct{
-		{"DEL", netns, k8sArgs, with(baseConf("1.0.0", netns, nil), "meshes", map[string]any{"kuma": map[string]any{}})},
+		{"DEL", netns, k8sArgs, with(baseConf("1.0.0", netns, nil), "meshes", map[string]any{"cilium": map[string]any{}})},
 		{"DEL", "", k8sArgs, baseConf("1.0.0", netns, nil)},
 		{"DEL", "/var/run/netns/mesh-cni-no-such-ns", "", baseConf("1.0.0", netns, nil)},
 	} {

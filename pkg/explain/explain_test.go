@@ -160,7 +160,7 @@ func TestErrors(t *testing.T) {
 			1, `annotation config.linkerd.io/skip-inbound-ports="80,abc": invalid port "abc"`},
 		{[]string{"--annotation", `sidecar.istio.io/status={"containers":["istio-proxy"]}`, "--annotation", "traffic.sidecar.istio.io/includeOutboundIPRanges=10.0.0.0/33"},
 			1, `includeOutboundIPRanges="10.0.0.0/33": invalid CIDR`},
-		{[]string{"--profile", "consul"}, 1, `unknown mesh profile "consul"`},
+		{[]string{"--profile", "cilium"}, 1, `unknown mesh profile "cilium"`},
 		{[]string{"--profile", "custom"}, 1, "needs sidecar or selectAnnotation"},
 		{[]string{"--profile", "linkerd", "--mesh-config", `{"inboundPort": "x"}`}, 1, "--mesh-config"},
 		{[]string{"--profile", "linkerd", "--mesh-config", `{"bogus": 1}`}, 1, `unknown field "bogus"`},

@@ -19,7 +19,7 @@ func TestBuildEntryRejectsWhatThePluginRejects(t *testing.T) {
 		`{"type":"mesh-cni","logLevel":"loud"}`:                                  "logLevel",
 		`{"type":"mesh-cni","lookupTimeout":"forever"}`:                          "lookupTimeout",
 		`{"type":"mesh-cni","excludeNamespaces":["Kube_System"]}`:                "excludeNamespaces",
-		`{"type":"mesh-cni","meshes":{"consul":{}}}`:                             "consul",
+		`{"type":"mesh-cni","meshes":{"cilium":{}}}`:                             "cilium",
 	} {
 		_, err := config.Load([]byte(raw), testHostPaths)
 		if err == nil || !strings.Contains(err.Error(), key) {

@@ -128,6 +128,8 @@ func (c ConsulRedirect) spec(s rules.Spec) (rules.Spec, error) {
 		}
 		s.ExemptUIDs = append(s.ExemptUIDs, rules.UIDExemption{First: id, Last: id})
 	}
+	s.IgnoreInbound, s.IgnoreOutbound = nilIfEmpty(s.IgnoreInbound), nilIfEmpty(s.IgnoreOutbound)
+	s.SkipOutboundSubnets = nilIfEmpty(s.SkipOutboundSubnets)
 	return c.dns(s)
 }
 

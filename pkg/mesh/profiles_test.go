@@ -21,7 +21,7 @@ func TestDefaults(t *testing.T) {
 	if *c.Enabled {
 		t.Error("custom must be disabled by default")
 	}
-	if _, err := Defaults("consul"); err == nil || !strings.Contains(err.Error(), `unknown mesh profile "consul"`) {
+	if _, err := Defaults("cilium"); err == nil || !strings.Contains(err.Error(), `unknown mesh profile "cilium"`) {
 		t.Errorf("unknown profile: %v", err)
 	}
 }
@@ -54,7 +54,7 @@ func TestValidate(t *testing.T) {
 		conf string
 		want string
 	}{
-		{"consul", `{}`, "unknown mesh profile"},
+		{"cilium", `{}`, "unknown mesh profile"},
 		{Custom, `{"enabled": true, "proxyUID": 1, "inboundPort": 1, "outboundPort": 2}`, "meshes.custom.sidecar: the custom profile needs sidecar or selectAnnotation"},
 		{Custom, `{"enabled": true, "sidecar": "envoy", "inboundPort": 1, "outboundPort": 2}`, "meshes.custom.proxyUID: is required"},
 		{Custom, `{"enabled": true, "sidecar": "envoy", "proxyUID": 1, "outboundPort": 2}`, "meshes.custom.inboundPort: 0 is not a port"},
