@@ -66,12 +66,20 @@ func CorePod(p *mesh.APIPod) (*corev1.Pod, error) {
 	return &kp, nil
 }
 
-// Exempt lists the UIDs and GIDs the rules match.
+// declared is the comment of the rules a pod's own annotations ask for
+// (Consul's ExcludeUIDs, Kuma's excludePortsForUIDs): owners the pod
+// chose to exempt, not the proxy's identity.
+const declared = "mesh-cni/exempt-uid"
+
+// Exempt lists the UIDs and GIDs the rules match as the proxy's identity.
 func Exempt(rs rules.RuleSet) (uids, gids map[uint32]bool) {
 	uids, gids = map[uint32]bool{}, map[uint32]bool{}
 	for _, t := range rs.Tables {
 		for _, c := range t.Chains {
 			for _, r := range c.Rules {
+				if r.Comment == declared {
+					continue
+				}
 				if r.UID != nil && !r.NotUID {
 					uids[*r.UID] = true
 				}

@@ -12,7 +12,8 @@ import (
 )
 
 func meshes() map[string]mesh.Config {
-	return map[string]mesh.Config{mesh.Linkerd: {}, mesh.Istio: {}, mesh.Custom: {Enabled: ptr(false)}}
+	return map[string]mesh.Config{mesh.Linkerd: {}, mesh.Istio: {}, mesh.Kuma: {Enabled: ptr(true)},
+		mesh.Consul: {Enabled: ptr(true)}, mesh.Custom: {Enabled: ptr(false)}}
 }
 
 func ptr[T any](v T) *T { return &v }

@@ -163,7 +163,7 @@ func (w *promise) trustUnsafe(pod *corev1.Pod) string {
 		return fmt.Sprintf("the annotations take the proxy to run as uid %d, it runs as %d: trustAnnotations is documented as unsafe here", d.Spec.ProxyUID, w.proxy.id.UID)
 	case w.refused != "":
 		return "without the spec an app pinned to the proxy's UID cannot be refused: trustAnnotations is documented as unsafe here"
-	case w.captureDNS:
+	case w.captureDNS && w.mesh == mesh.Istio:
 		return "DNS capture is in the proxy's env, not the annotations: trustAnnotations is documented to need captureDNS in the chain entry"
 	}
 	return ""
@@ -226,12 +226,16 @@ func pluginConf(t *testing.T, tp *testenv.Topo, bname, agentSocket string, trust
 			},
 		},
 	}
+	meshes := map[string]map[string]any{mesh.Kuma: {"enabled": true}, mesh.Consul: {"enabled": true}}
 	if trust {
-		c["meshes"] = map[string]any{
-			mesh.Linkerd: map[string]any{"trustAnnotations": true},
-			mesh.Istio:   map[string]any{"trustAnnotations": true},
+		for _, name := range []string{mesh.Linkerd, mesh.Istio, mesh.Kuma} {
+			if meshes[name] == nil {
+				meshes[name] = map[string]any{}
+			}
+			meshes[name]["trustAnnotations"] = true
 		}
 	}
+	c["meshes"] = meshes
 	b, err := json.Marshal(c)
 	if err != nil {
 		t.Fatal(err)
@@ -397,6 +401,10 @@ func (p *probes) run(t *testing.T, podAddr, peerAddr string) {
 		// DNS: to the proxy's DNS port only where the pod captures it.
 		p.expectDNS(t, app, peerAddr, w.captureDNS)
 		p.expectDNS(t, w.proxy, peerAddr, false)
+		if w.dnsLocal.IsValid() && w.dnsLocal.Is6() == v6 {
+			// Consul captures what goes to its local resolver address.
+			p.expectDNS(t, app, w.dnsLocal.String(), true)
+		}
 	}
 	// Inbound, through eth0 and each excluded interface.
 	for _, port := range p.in {

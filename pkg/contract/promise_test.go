@@ -1,6 +1,7 @@
 package contract
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/netip"
 	"os"
@@ -42,6 +43,11 @@ type promise struct {
 	inAll              bool
 	// Interfaces whose traffic is never redirected, either way.
 	ifaces []string
+	// exemptUIDs: owners the pod's annotations exempt from the outbound
+	// redirect (Kuma, Consul); dnsLocal: the one address whose DNS is
+	// captured (Consul's local resolver), else every one is.
+	exemptUIDs []uint32
+	dnsLocal   netip.Addr
 }
 
 // member is one container and its process identity.
@@ -74,7 +80,7 @@ func loadFixture(file string) (*corev1.Pod, map[string]Image, error) {
 // promised reads pod's promise.
 func promised(pod *corev1.Pod, img map[string]Image) (*promise, error) {
 	w := &promise{}
-	for _, name := range []string{mesh.Istio, mesh.Linkerd} {
+	for _, name := range []string{mesh.Istio, mesh.Linkerd, mesh.Kuma, mesh.Consul} {
 		d, _ := mesh.Defaults(name)
 		if container(pod, d.Sidecar) != nil {
 			w.mesh, w.proxy.name = name, d.Sidecar
@@ -116,6 +122,17 @@ func promised(pod *corev1.Pod, img map[string]Image) (*promise, error) {
 		err = w.istio(pod)
 	case mesh.Linkerd:
 		err = w.linkerd(pod)
+	case mesh.Kuma:
+		err = w.kuma(pod)
+	case mesh.Consul:
+		err = w.consul(pod)
+	}
+	// A container the pod's own annotations exempt reaches its
+	// destinations directly, like the plain-init opt-out.
+	for i := range w.apps {
+		if slices.Contains(w.exemptUIDs, w.apps[i].id.UID) {
+			w.apps[i].optOut = true
+		}
 	}
 	return w, err
 }
@@ -182,6 +199,123 @@ func (w *promise) linkerd(pod *corev1.Pod) error {
 	}
 	w.includeAll, w.inAll = true, true
 	return nil
+}
+
+// kuma reads Kuma's injector config annotation (kumahq/kuma
+// pkg/transparentproxy/config/config.go keys), else its per-field
+// annotations with kuma-cni's defaults (app/cni/pkg/cni/annotations_linux.go
+// at v2.14.3). mesh-cni redirects IPv6 in ipFamilyMode ipv4 too.
+func (w *promise) kuma(pod *corev1.Pod) error {
+	a := pod.Annotations
+	w.includeAll, w.inAll = true, true
+	if raw := a["traffic.kuma.io/transparent-proxy-config"]; raw != "" {
+		var c struct {
+			Redirect struct {
+				Inbound, Outbound struct {
+					Port                *int
+					ExcludePorts        []int
+					ExcludePortsForIPs  []string
+					ExcludePortsForUIDs []string
+				}
+				DNS struct {
+					Enabled bool
+					Port    int
+				}
+			}
+		}
+		if err := yaml.Unmarshal([]byte(raw), &c); err != nil {
+			return err
+		}
+		r := c.Redirect
+		if r.Inbound.Port != nil {
+			w.inboundPort = *r.Inbound.Port
+		}
+		if r.Outbound.Port != nil {
+			w.outboundPort = *r.Outbound.Port
+		}
+		w.inExclude, w.excludePorts = r.Inbound.ExcludePorts, r.Outbound.ExcludePorts
+		w.captureDNS = r.DNS.Enabled
+		if r.DNS.Port != 0 {
+			w.dnsPort = r.DNS.Port
+		}
+		var err error
+		if w.excludeRanges, err = prefixes(strings.Join(r.Outbound.ExcludePortsForIPs, ",")); err != nil {
+			return err
+		}
+		return w.exempt(r.Outbound.ExcludePortsForUIDs)
+	}
+	get := func(key, def string) string {
+		if v, ok := a[key]; ok {
+			return v
+		}
+		return def
+	}
+	var err error
+	if w.inExclude, err = ports(get("traffic.kuma.io/exclude-inbound-ports", "9901") + "," + get("kuma.io/application-probe-proxy-port", "9001")); err != nil {
+		return err
+	}
+	if w.excludePorts, err = ports(get("traffic.kuma.io/exclude-outbound-ports", "9901")); err != nil {
+		return err
+	}
+	if w.excludeRanges, err = prefixes(a["traffic.kuma.io/exclude-outbound-ips"]); err != nil {
+		return err
+	}
+	for key, dst := range map[string]*int{"kuma.io/transparent-proxying-inbound-port": &w.inboundPort,
+		"kuma.io/transparent-proxying-outbound-port": &w.outboundPort, "kuma.io/builtin-dns-port": &w.dnsPort} {
+		if v, ok := a[key]; ok {
+			if *dst, err = strconv.Atoi(v); err != nil {
+				return err
+			}
+		}
+	}
+	w.captureDNS = a["kuma.io/builtin-dns"] == "enabled" || a["kuma.io/builtin-dns"] == "true"
+	return w.exempt(list(strings.ReplaceAll(a["traffic.kuma.io/exclude-outbound-ports-for-uids"], ";", ",")))
+}
+
+// exempt reads Kuma's excludePortsForUIDs entries of the plain form the
+// fixtures use, "uid" (every protocol and port).
+func (w *promise) exempt(entries []string) error {
+	for _, e := range entries {
+		uid, err := strconv.ParseUint(e, 10, 32)
+		if err != nil {
+			return fmt.Errorf("exclusion %q: the fixtures use a bare UID", e)
+		}
+		w.exemptUIDs = append(w.exemptUIDs, uint32(uid))
+	}
+	return nil
+}
+
+// consul reads the injector's redirect-traffic-config (the JSON of
+// iptables.Config in github.com/hashicorp/consul/sdk v0.18.1).
+func (w *promise) consul(pod *corev1.Pod) error {
+	var c struct {
+		ConsulDNSIP                                                     string
+		ConsulDNSPort, ProxyInboundPort, ProxyOutboundPort              int
+		ExcludeInboundPorts, ExcludeOutboundPorts, ExcludeOutboundCIDRs []string
+		ExcludeUIDs                                                     []string
+	}
+	if err := json.Unmarshal([]byte(pod.Annotations["consul.hashicorp.com/redirect-traffic-config"]), &c); err != nil {
+		return err
+	}
+	w.includeAll, w.inAll = true, true
+	w.inboundPort, w.outboundPort = c.ProxyInboundPort, c.ProxyOutboundPort
+	var err error
+	if w.inExclude, err = ports(strings.Join(c.ExcludeInboundPorts, ",")); err != nil {
+		return err
+	}
+	if w.excludePorts, err = ports(strings.Join(c.ExcludeOutboundPorts, ",")); err != nil {
+		return err
+	}
+	if w.excludeRanges, err = prefixes(strings.Join(c.ExcludeOutboundCIDRs, ",")); err != nil {
+		return err
+	}
+	if c.ConsulDNSPort != 0 {
+		w.dnsPort = c.ConsulDNSPort
+		if w.dnsLocal, err = netip.ParseAddr(c.ConsulDNSIP); err != nil {
+			return err
+		}
+	}
+	return w.exempt(c.ExcludeUIDs)
 }
 
 // redirectedOut: does an app's connection to addr:port go to the proxy?
