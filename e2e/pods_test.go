@@ -45,6 +45,27 @@ var (
 			"sidecar.istio.io/status": `{"initContainers":null,"containers":["istio-proxy"],"volumes":["istio-envoy"],"imagePullSecrets":null,"revision":"default"}`,
 		},
 	}
+	// Kuma 2.x's per-field annotations (pkg/mesh/README.md); the chart
+	// turns the profile on in the e2e install.
+	kuma = contract{
+		sidecar: "kuma-sidecar", uid: 5678, inbound: 15006, outbound: 15001,
+		annotations: map[string]string{
+			"kuma.io/sidecar-injected":                   "true",
+			"kuma.io/sidecar-uid":                        "5678",
+			"kuma.io/transparent-proxying-inbound-port":  "15006",
+			"kuma.io/transparent-proxying-outbound-port": "15001",
+		},
+	}
+	// consul-k8s's CNI-mode annotations with the injector's redirect
+	// configuration (DNS off).
+	consul = contract{
+		sidecar: "consul-dataplane", uid: 5995, inbound: 20000, outbound: 15001,
+		annotations: map[string]string{
+			"consul.hashicorp.com/connect-inject-status":    "injected",
+			"consul.hashicorp.com/transparent-proxy-status": "enabled",
+			"consul.hashicorp.com/redirect-traffic-config":  `{"ConsulDNSIP":"","ConsulDNSPort":0,"ProxyUserID":"5995","ProxyInboundPort":20000,"ProxyOutboundPort":15001,"ExcludeInboundPorts":null,"ExcludeOutboundPorts":null,"ExcludeOutboundCIDRs":null,"ExcludeUIDs":["5996"],"NetNS":"","IptablesProvider":null}`,
+		},
+	}
 )
 
 // record is one connection as the test proxy saw it (testproxy.Record).

@@ -11,10 +11,10 @@ import (
 )
 
 // meshes returns the mesh profiles of the installed chain entry (the
-// ConfigMap's plugin.json), or the built-in Linkerd and Istio profiles
+// ConfigMap's plugin.json), or every sidecar profile (mesh.Sidecars)
 // when it cannot be read.
 func (c *Cluster) meshes(ctx context.Context) map[string]mesh.Config {
-	def := map[string]mesh.Config{mesh.Linkerd: {}, mesh.Istio: {}}
+	def := mesh.Sidecars()
 	ctx, cancel := c.timeout(ctx)
 	defer cancel()
 	l, err := c.Client.CoreV1().ConfigMaps(c.Opts.Namespace).List(ctx, metav1.ListOptions{LabelSelector: nameLabel + "=" + appName})

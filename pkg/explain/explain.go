@@ -24,8 +24,8 @@ const usage = `usage: mesh-cni explain [flags]
 Shows whether ADD would redirect a pod, and the rules it would write, as an
 "nft -f" script and as "iptables-restore --noflush" input per family.
 
-Settings (default: the linkerd and istio profiles with their defaults):
-  --profile linkerd|istio|custom   one profile, with its defaults
+Settings (default: the linkerd, istio, kuma and consul profiles with their defaults):
+  --profile NAME                   one profile (linkerd, istio, kuma, consul, custom), with its defaults
   --mesh-config JSON               that profile's settings (a meshes.<name> object)
   --config FILE                    the chain entry (or a conflist holding it)
 The pod:
@@ -132,7 +132,7 @@ func loadSettings(o options) (settings, error) {
 		c.Enabled = ptr(true)
 		s.meshes = map[string]mesh.Config{o.profile: c}
 	default:
-		s.meshes = map[string]mesh.Config{mesh.Linkerd: {}, mesh.Istio: {}}
+		s.meshes = mesh.Sidecars()
 	}
 	for _, name := range sortedKeys(s.meshes) {
 		if err := mesh.Validate(name, s.meshes[name]); err != nil {

@@ -202,3 +202,20 @@ func TestAppWithProxyUID(t *testing.T) {
 	}
 	expect(t, errs, "container app runs as uid 2102, the proxy's exempt uid")
 }
+
+// Kuma and Consul pods are judged by default, each by its contract.
+func TestKumaAndConsulPods(t *testing.T) {
+	code, out, errs := run(t, "--pod", "../contract/testdata/kuma/exclusions.yaml", "--family", "ipv4")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	expect(t, out, "decision: redirect (mesh kuma)", "proxy uid/gid:     5678/5678",
+		"-A MESH_OUTPUT -m owner --uid-owner 1500 -m comment --comment \"mesh-cni/exempt-uid\" -j RETURN",
+		"-A MESH_OUTPUT -p udp --dport 53 -m comment --comment \"mesh-cni/dns\" -j REDIRECT --to-ports 15053")
+	code, out, errs = run(t, "--pod", "../contract/testdata/consul/default.yaml", "--family", "ipv4")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	expect(t, out, "decision: redirect (mesh consul)", "--uid-owner 5995", "--to-ports 20000",
+		"-A MESH_OUTPUT -p udp -d 127.0.0.1/32 --dport 53")
+}

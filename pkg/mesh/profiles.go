@@ -12,6 +12,14 @@ import (
 // Profiles lists the known profile names.
 var Profiles = []string{Linkerd, Istio, Kuma, Consul, Custom}
 
+// Sidecars is every sidecar profile on, each with its defaults: how a
+// person's tools (explain, check) judge a pod when no chain entry says
+// which meshes run.
+func Sidecars() map[string]Config {
+	on := true
+	return map[string]Config{Linkerd: {}, Istio: {}, Kuma: {Enabled: &on}, Consul: {Enabled: &on}}
+}
+
 // OnWhenConfigured says whether a profile that is off by default is turned
 // on by an entry under its name that does not say "enabled": the custom
 // profile has no defaults to run with, so configuring it is asking for it.
