@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"fmt"
 	"os/exec"
 	"slices"
 	"strings"
@@ -13,6 +14,7 @@ import (
 	"github.com/mesh-cni/mesh-cni/pkg/backend/iptables"
 	"github.com/mesh-cni/mesh-cni/pkg/config"
 	"github.com/mesh-cni/mesh-cni/pkg/node"
+	"github.com/mesh-cni/mesh-cni/pkg/testenv"
 )
 
 // TestBadConfigSparesExemptPods: an entry with a bad value still passes
@@ -127,7 +129,7 @@ func TestMissingIptablesVariant(t *testing.T) {
 	if got := ours(ruleDump(t, meshed.netns.Path())); !slices.Equal(got, []string{"nft list ruleset"}) {
 		t.Errorf("rules visible via %v, want nftables only", got)
 	}
-	checkRedirected(t, proxy, c, meshed, "38090")
+	checkRedirected(t, proxy, c, meshed, fmt.Sprint(testenv.HostPort(t)))
 	if err := c.check(meshed); err != nil {
 		t.Errorf("CHECK: %v", err)
 	}

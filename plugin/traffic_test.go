@@ -118,7 +118,7 @@ func TestTraffic(t *testing.T) {
 			c := newChain(t, newNodeEnv(t), chainOpts{version: "1.0.0", families: "dual", subnet: 60 + i, mesh: map[string]any{"backend": b}})
 			meshed := newPod(t, "shop", "web-1", istioAnnotations(nil))
 			c.mustAdd(meshed)
-			checkRedirected(t, proxy, c, meshed, fmt.Sprint(38080+i))
+			checkRedirected(t, proxy, c, meshed, fmt.Sprint(testenv.HostPort(t)))
 		})
 	}
 }

@@ -7,9 +7,9 @@ import (
 	"github.com/mesh-cni/mesh-cni/pkg/mesh"
 )
 
-// ids are the values the generator draws: root, an app ID, the meshes'
-// proxy IDs and an OpenShift-range ID.
-var ids = []int64{0, 1000, 1337, 2102, 1000650000}
+// ids are the values the generator draws: root, an app ID, the four
+// meshes' proxy IDs and an OpenShift-range ID.
+var ids = []int64{0, 1000, 1337, 2102, 5678, 5995, 1000650000}
 
 const istioStatus = `{"initContainers":["istio-validation"],"containers":["istio-proxy"]}`
 
@@ -33,9 +33,17 @@ func genPod(pick func(n int) int) (*mesh.APIPod, map[string]Image) {
 	p.Spec.SecurityContext = sc()
 	proxy := mesh.APIContainer{Name: "linkerd-proxy", SecurityContext: sc()}
 	p.Metadata.Annotations = map[string]string{mesh.LinkerdProxyVersion: "edge-24.11.8"}
-	if pick(2) == 0 {
+	switch pick(4) {
+	case 1:
 		proxy.Name = "istio-proxy"
 		p.Metadata.Annotations = map[string]string{mesh.IstioStatus: istioStatus}
+	case 2:
+		proxy.Name = "kuma-sidecar"
+		p.Metadata.Annotations = map[string]string{mesh.KumaSidecarInjected: "true"}
+	case 3:
+		proxy.Name = "consul-dataplane"
+		p.Metadata.Annotations = map[string]string{mesh.ConsulInjectStatus: "injected", mesh.ConsulTProxyStatus: "enabled",
+			mesh.ConsulRedirectConfig: `{"ProxyUserID":"5995","ProxyInboundPort":20000,"ProxyOutboundPort":15001,"ExcludeUIDs":["5996"]}`}
 	}
 	apps := []mesh.APIContainer{{Name: "app", SecurityContext: sc()}}
 	if pick(2) == 0 {

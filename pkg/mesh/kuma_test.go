@@ -166,19 +166,19 @@ func TestKumaSpec(t *testing.T) {
 
 func TestKumaBadAnnotations(t *testing.T) {
 	for ann, want := range map[[2]string]string{
-		{KumaConfig, "redirect: {inbound: {port: 70000}}"}:                         "redirect.inbound.port: 70000 is not a port",
-		{KumaConfig, "kumaDPUser: kuma-dp"}:                                        "kumaDPUser",
-		{KumaConfig, "ipFamilyMode: ipv6"}:                                         "ipFamilyMode: want dualstack or ipv4",
+		{KumaConfig, "redirect: {inbound: {port: 70000}}"}:                        "redirect.inbound.port: 70000 is not a port",
+		{KumaConfig, "kumaDPUser: kuma-dp"}:                                       "kumaDPUser",
+		{KumaConfig, "ipFamilyMode: ipv6"}:                                        "ipFamilyMode: want dualstack or ipv4",
 		{KumaConfig, "redirect: {outbound: {excludePortsForUIDs: ['sctp:1:2']}}"}: `protocol "sctp"`,
 		{KumaConfig, "redirect: {outbound: {excludePorts: [{a: 1}]}}"}:            "want a port",
-		{KumaConfig, ": : :"}:                                                      "not valid",
-		{KumaSidecarUID, "-1"}:                                                     KumaSidecarUID,
-		{KumaExcludeInbound, "80,http"}:                                            `invalid port "http"`,
-		{KumaExcludeOutForUIDs, "1:2:3:4"}:                                         "want [protocol:][ports:]uids",
-		{KumaExcludeOutForUIDs, "2000-1000"}:                                       "uid range",
-		{KumaIPFamilyMode, "ipv6"}:                                                 KumaIPFamilyMode,
-		{KumaGateway, "yes"}:                                                       "want enabled, disabled, true or false",
-		{KumaExcludeOutIPs, "10.0.0.0/33"}:                                         KumaExcludeOutIPs,
+		{KumaConfig, ": : :"}:                                                     "not valid",
+		{KumaSidecarUID, "-1"}:                                                    KumaSidecarUID,
+		{KumaExcludeInbound, "80,http"}:                                           `invalid port "http"`,
+		{KumaExcludeOutForUIDs, "1:2:3:4"}:                                        "want [protocol:][ports:]uids",
+		{KumaExcludeOutForUIDs, "2000-1000"}:                                      "uid range",
+		{KumaIPFamilyMode, "ipv6"}:                                                KumaIPFamilyMode,
+		{KumaGateway, "yes"}:                                                      "want enabled, disabled, true or false",
+		{KumaExcludeOutIPs, "10.0.0.0/33"}:                                        KumaExcludeOutIPs,
 	} {
 		_, err := Decide(kumaOn(), kumaSpecPod(map[string]string{ann[0]: ann[1]}, false), nil)
 		if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), ann[0]) {
