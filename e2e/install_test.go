@@ -55,7 +55,7 @@ func helmInstall(repo, tag string, extra ...string) {
 	args := helmArgs("upgrade", "--install", release, filepath.Join(repoRoot(), "charts", "mesh-cni"),
 		"--namespace", meshNamespace, "--create-namespace",
 		"--set", "image.repository="+repo, "--set", "image.tag="+tag,
-		"--wait", "--timeout", "5m")
+		"--wait", "--timeout", timeoutFlag(5*time.Minute))
 	// E2E_HELM_SET: extra --set values, e.g. platform=gke for kind-configs/gke-like.yaml.
 	for _, kv := range strings.Fields(os.Getenv("E2E_HELM_SET")) {
 		args = append(args, "--set", kv)

@@ -114,7 +114,7 @@ func refused(ctx context.Context, why string, breakIt func(context.Context) stri
 
 	By("the agent on " + node + " is not ready and says why, on the Node and in an Event")
 	Eventually(ctx, func() string { return agentStatus(ctx, node) }).
-		WithTimeout(testenv.Scale(3*time.Minute)).WithPolling(time.Second).
+		WithTimeout(testenv.Scale(3 * time.Minute)).WithPolling(time.Second).
 		Should(And(HavePrefix("not ready:"), ContainSubstring(why)))
 	Eventually(ctx, func() []string { return nodeWarnings(ctx, node, agent.ReasonRefused) }).
 		WithTimeout(testenv.Scale(time.Minute)).WithPolling(time.Second).

@@ -49,7 +49,7 @@ var _ = Describe("CNI STATUS", Serial, Ordered, Label("status"), func() {
 		out, err := nodeExec(n, "rm", "-f", marker)
 		Expect(err).NotTo(HaveOccurred(), out)
 		Eventually(ctx, func() string { return readyCondition(ctx, node) }).
-			WithTimeout(testenv.Scale(2*time.Minute)).WithPolling(time.Second).
+			WithTimeout(testenv.Scale(2 * time.Minute)).WithPolling(time.Second).
 			Should(And(HavePrefix("False:"), ContainSubstring("mesh-cni node agent is not ready")))
 		GinkgoWriter.Printf("node %s: %s\n", node, readyCondition(ctx, node))
 
