@@ -206,6 +206,10 @@ func run(name string, args ...string) (string, error) {
 	return string(out), nil
 }
 
+// timeoutFlag is d, scaled by MESH_CNI_TEST_TIMEOUT_SCALE, as the value
+// of a helm or kubectl --timeout.
+func timeoutFlag(d time.Duration) string { return testenv.Scale(d).String() }
+
 func kubectl(args ...string) (string, error) {
 	return run(tool("KUBECTL", "kubectl"), append([]string{"--kubeconfig", env.Kubeconfig}, args...)...)
 }

@@ -8,17 +8,19 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/mesh-cni/mesh-cni/pkg/testenv"
 )
 
-// The chart's own `helm test` and chart-testing's install cycle, as chart
-// users and chart CI run them.
+// The chart's own `helm test`, chart-testing's install cycle and an upgrade
+// followed by `helm test`, as chart users and chart CI run them.
 var _ = Describe("chart tests", Serial, Ordered, Label("helm-test"), func() {
 	BeforeAll(func() {
 		if env.Install != "helm" {
@@ -26,18 +28,8 @@ var _ = Describe("chart tests", Serial, Ordered, Label("helm-test"), func() {
 		}
 	})
 
-	It("helm test: the test pod is meshed and redirected, from inside the cluster", func(ctx SpecContext) {
-		// No --logs: Helm looks every test hook up as a pod in the release's
-		// namespace, and ours are a namespace and a pod in it.
-		out, err := run(tool("HELM", "helm"), helmArgs("test", release, "--namespace", meshNamespace, "--timeout", "3m")...)
-		if err != nil {
-			ns := release + "-test"
-			pods, _ := kubectl("get", "pods", "-n", ns, "-o", "yaml")
-			logs, _ := kubectl("logs", "-n", ns, release+"-test-redirect", "--all-containers")
-			Fail(fmt.Sprintf("helm test: %v\n%s\npods:\n%s\nlogs:\n%s", err, out, pods, logs))
-		}
-		Expect(out).To(MatchRegexp(`TEST SUITE: +`+release+`-test-redirect\n(.*\n){2}Phase: +Succeeded`), out)
-		GinkgoWriter.Println(out)
+	It("helm test: every node's agent is ready, and the test pod is meshed and redirected, from inside the cluster", func(ctx SpecContext) {
+		helmTest()
 	})
 
 	It("ct install: installs the chart in a fresh namespace, runs its helm test, removes it", func(ctx SpecContext) {
@@ -56,7 +48,9 @@ var _ = Describe("chart tests", Serial, Ordered, Label("helm-test"), func() {
 		cmd := exec.CommandContext(ctx, tool("CT", "ct"), "install",
 			"--config", filepath.Join(repoRoot(), "ct.yaml"),
 			"--charts", filepath.Join(dir, "mesh-cni"),
-			"--helm-extra-set-args", "--set=image.repository="+repo+" --set=image.tag="+tag)
+			"--helm-extra-set-args", "--set=image.repository="+repo+" --set=image.tag="+tag,
+			// ct.yaml's helm-extra-args, with the timeout scaled.
+			"--helm-extra-args", "--timeout "+timeoutFlag(10*time.Minute))
 		cmd.Dir = dir
 		cmd.Env = append(os.Environ(), "KUBECONFIG="+env.Kubeconfig,
 			"PATH="+filepath.Dir(tool("HELM", "helm"))+":"+filepath.Dir(tool("KUBECTL", "kubectl"))+":"+os.Getenv("PATH"))
@@ -65,7 +59,49 @@ var _ = Describe("chart tests", Serial, Ordered, Label("helm-test"), func() {
 		Expect(err).NotTo(HaveOccurred(), "ct install: %s", tail(string(b), 60))
 		waitNoAgents(ctx)
 	})
+
+	// ct install --upgrade would install the chart as it is at the merge
+	// base of --target-branch on --remote (ct.yaml: origin/main, from a git
+	// worktree) and upgrade that release to the working copy. The suite runs
+	// offline on a checkout that need not have that remote, so the upgrade
+	// is done here: the suite's release (reinstalled after ct install) is
+	// upgraded in place with a change that rolls every agent, and its
+	// `helm test` must pass again.
+	It("helm upgrade: the release rolls every agent, then helm test passes again", func(ctx SpecContext) {
+		before, err := client.AppsV1().DaemonSets(meshNamespace).Get(ctx, daemonSet, metav1.GetOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		out, err := run(tool("HELM", "helm"), helmArgs("upgrade", release, filepath.Join(repoRoot(), "charts", "mesh-cni"),
+			"--namespace", meshNamespace, "--reuse-values",
+			"--set-string", "podAnnotations.e2e-upgrade="+strconv.FormatInt(time.Now().UnixNano(), 10),
+			"--wait", "--timeout", timeoutFlag(5*time.Minute))...)
+		Expect(err).NotTo(HaveOccurred(), out)
+		GinkgoWriter.Println(out)
+		after, err := client.AppsV1().DaemonSets(meshNamespace).Get(ctx, daemonSet, metav1.GetOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(after.Generation).To(BeNumerically(">", before.Generation), "the upgrade did not change the DaemonSet's pod template")
+		waitDaemonSetReady(ctx, client, 3*time.Minute)
+		helmTest()
+	})
 })
+
+// helmTest runs the chart's `helm test` on the suite's release: the
+// agents-ready pod, then the redirect pod, must both succeed.
+func helmTest() {
+	// No --logs: Helm looks every test hook up as a pod in the release's
+	// namespace, and our test pods run in a namespace of their own.
+	out, err := run(tool("HELM", "helm"), helmArgs("test", release, "--namespace", meshNamespace, "--timeout", timeoutFlag(3*time.Minute))...)
+	if err != nil {
+		ns := release + "-test"
+		pods, _ := kubectl("get", "pods", "-n", ns, "-o", "yaml")
+		agents, _ := kubectl("logs", "-n", ns, release+"-test-agents", "--all-containers")
+		redirect, _ := kubectl("logs", "-n", ns, release+"-test-redirect", "--all-containers")
+		Fail(fmt.Sprintf("helm test: %v\n%s\npods:\n%s\nagents-ready logs:\n%s\nredirect logs:\n%s", err, out, pods, agents, redirect))
+	}
+	for _, pod := range []string{release + "-test-agents", release + "-test-redirect"} {
+		Expect(out).To(MatchRegexp(`TEST SUITE: +`+pod+`\n(.*\n){2}Phase: +Succeeded`), out)
+	}
+	GinkgoWriter.Println(out)
+}
 
 // tail keeps the last n lines of s.
 func tail(s string, n int) string {

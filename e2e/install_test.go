@@ -57,7 +57,7 @@ func helmInstall(repo, tag string, extra ...string) {
 		"--set", "image.repository="+repo, "--set", "image.tag="+tag,
 		// Kuma and Consul are off by default; the four-meshes spec needs them.
 		"--set", "meshes.kuma.enabled=true", "--set", "meshes.consul.enabled=true",
-		"--wait", "--timeout", "5m")
+		"--wait", "--timeout", timeoutFlag(5*time.Minute))
 	// E2E_HELM_SET: extra --set values, e.g. platform=gke for kind-configs/gke-like.yaml.
 	for _, kv := range strings.Fields(os.Getenv("E2E_HELM_SET")) {
 		args = append(args, "--set", kv)

@@ -237,10 +237,10 @@ func withoutMesh(types []string) []string {
 func uninstall(ctx context.Context) {
 	switch env.Install {
 	case "helm":
-		out, err := run(tool("HELM", "helm"), helmArgs("uninstall", release, "--namespace", meshNamespace, "--wait", "--timeout", "3m")...)
+		out, err := run(tool("HELM", "helm"), helmArgs("uninstall", release, "--namespace", meshNamespace, "--wait", "--timeout", timeoutFlag(3*time.Minute))...)
 		Expect(err).NotTo(HaveOccurred(), out)
 	default:
-		out, err := kubectl("delete", "daemonset", "-n", meshNamespace, daemonSet, "--wait", "--timeout", "3m")
+		out, err := kubectl("delete", "daemonset", "-n", meshNamespace, daemonSet, "--wait", "--timeout", timeoutFlag(3*time.Minute))
 		Expect(err).NotTo(HaveOccurred(), out)
 	}
 	Eventually(ctx, func() int {

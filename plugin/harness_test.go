@@ -9,6 +9,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -17,7 +18,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/containernetworking/cni/libcni"
 	"github.com/containernetworking/cni/pkg/types"
@@ -31,18 +31,19 @@ import (
 
 // Debian's containernetworking-plugins (1.1.1) speak CNI up to 1.0.0. For
 // spec 1.1.0 (STATUS, GC) the same reference plugins are built from their
-// upstream release, which is the version our go.mod already pins.
+// upstream release: CNI_PLUGINS_VERSION in hack/versions.env, the release
+// the kind node image is built with.
 const (
 	refPluginDir     = "/usr/lib/cni"
 	upstreamPlugins  = "github.com/containernetworking/plugins"
-	upstreamRelease  = "v1.9.1"
 	refPluginsPrefix = upstreamPlugins + "/plugins/"
 )
 
 var (
-	pluginDir   string // holds the freshly built mesh-cni
-	upstreamDir string // ptp, bridge, host-local built from upstreamRelease
-	specVers    = []string{"0.3.1", "0.4.0", "1.0.0", "1.1.0"}
+	pluginDir       string // holds the freshly built mesh-cni
+	upstreamRelease string // CNI_PLUGINS_VERSION, read by pinnedVersion
+	upstreamDir     string // ptp, bridge, host-local built from upstreamRelease
+	specVers        = []string{"0.3.1", "0.4.0", "1.0.0", "1.1.0"}
 )
 
 // refPlugins is where the chain finds ptp, bridge and host-local.
@@ -51,6 +52,24 @@ func refPlugins(version string) string {
 		return upstreamDir
 	}
 	return refPluginDir
+}
+
+// pinnedVersion returns name's value as hack/pin.sh gives it: the
+// environment variable when set, else the line in hack/versions.env.
+func pinnedVersion(name string) (string, error) {
+	out, err := exec.Command("bash", "../hack/pin.sh", name).Output()
+	if err != nil {
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			return "", fmt.Errorf("hack/pin.sh %s: %v: %s", name, err, ee.Stderr)
+		}
+		return "", fmt.Errorf("hack/pin.sh %s: %v", name, err)
+	}
+	v := strings.TrimSpace(string(out))
+	if v == "" {
+		return "", fmt.Errorf("hack/pin.sh %s printed nothing", name)
+	}
+	return v, nil
 }
 
 // buildUpstreamPlugins installs the reference plugins once into the
@@ -83,6 +102,11 @@ func TestMain(m *testing.M) {
 	}
 	if _, err := os.Stat(filepath.Join(refPluginDir, "ptp")); err != nil {
 		fmt.Fprintln(os.Stderr, "Debian's containernetworking-plugins are missing (make deps installs them):", err)
+		os.Exit(1)
+	}
+	var err error
+	if upstreamRelease, err = pinnedVersion("CNI_PLUGINS_VERSION"); err != nil {
+		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
 	// Rebuilt on every run, into a dir of its own: concurrent runs from
@@ -335,7 +359,7 @@ func newPod(t testing.TB, namespace, name string, annotations map[string]string)
 }
 
 func ctx(t testing.TB) context.Context {
-	c, cancel := context.WithTimeout(context.Background(), time.Minute)
+	c, cancel := context.WithTimeout(context.Background(), testenv.Timeout())
 	t.Cleanup(cancel)
 	return c
 }

@@ -70,6 +70,7 @@ type Agent struct {
 	mu           sync.Mutex
 	inst         install.State
 	passes       int
+	reports      int // every pass reported, settling ones included
 	kubeErr      error
 	kubeDone     bool
 	status       Status
@@ -165,6 +166,9 @@ func (a *Agent) Healthy() error {
 }
 
 func (a *Agent) onPass(st install.State) {
+	a.mu.Lock()
+	a.reports++
+	a.mu.Unlock()
 	if errors.Is(st.Err, install.ErrSettling) {
 		// A file is mid-write; the loop checks again in a moment. Keep
 		// the last state instead of flapping the marker and Node status.

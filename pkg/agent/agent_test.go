@@ -311,11 +311,18 @@ func value(m prometheus.Metric) float64 {
 // A primary rewriting its file in place (truncate, then write) is seen
 // half-written for a moment: that must not flap readiness.
 func TestNoFlapWhilePrimaryWrites(t *testing.T) {
-	f := newFixture(t, true)
+	f := newFixtureMod(t, t.TempDir(), true, nil, func(_ *install.Config, o *Options) {
+		o.Watch.SettleDelay = 10 * time.Millisecond
+	})
 	orig := fixtureBytes(t, "calico-manifest-portmap-bandwidth.conflist")
 	p := f.conf + "/10-calico.conflist"
 	os.WriteFile(p, orig, 0o644)
 	f.start(t)
+	reports := func() int {
+		f.a.mu.Lock()
+		defer f.a.mu.Unlock()
+		return f.a.reports
+	}
 	testenv.EventuallyTrue(t, "ready published", func() bool {
 		f.mu.Lock()
 		defer f.mu.Unlock()
@@ -326,7 +333,11 @@ func TestNoFlapWhilePrimaryWrites(t *testing.T) {
 	f.mu.Unlock()
 	for i := 0; i < 50; i++ {
 		os.WriteFile(p, orig[:len(orig)/2], 0o644) // half-written
-		time.Sleep(20 * time.Millisecond)
+		// The agent has looked at the half-written file: a pass may have
+		// been under way while the file was being written, but the one
+		// after it started once the write was done.
+		r0 := reports()
+		testenv.EventuallyTrue(t, "two passes over the half-written file", func() bool { return reports() >= r0+2 })
 		if !f.a.Status().Ready {
 			t.Fatalf("not ready while the primary was mid-write: %s", f.a.Status().Reason)
 		}

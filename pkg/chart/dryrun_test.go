@@ -135,6 +135,29 @@ func (c *apiClient) ensureNamespace(t *testing.T, name, level string) {
 // validation: the API server runs defaulting, validation and admission and
 // stores nothing.
 func (c *apiClient) dryRun(ctx context.Context, obj map[string]any) error {
+	return c.apply(ctx, obj, true)
+}
+
+// remove deletes obj (gone already is fine).
+func (c *apiClient) remove(ctx context.Context, obj map[string]any) error {
+	u := &unstructured.Unstructured{Object: obj}
+	gvk := u.GroupVersionKind()
+	m, err := c.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+	if err != nil {
+		return fmt.Errorf("%s: %w", gvk, err)
+	}
+	var ri dynamic.ResourceInterface = c.dyn.Resource(m.Resource)
+	if m.Scope.Name() == meta.RESTScopeNameNamespace {
+		ri = c.dyn.Resource(m.Resource).Namespace(u.GetNamespace())
+	}
+	if err := ri.Delete(ctx, u.GetName(), metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		return err
+	}
+	return nil
+}
+
+// apply applies obj server-side (stored unless dry), strictly validated.
+func (c *apiClient) apply(ctx context.Context, obj map[string]any, dry bool) error {
 	u := &unstructured.Unstructured{Object: obj}
 	gvk := u.GroupVersionKind()
 	m, err := c.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
@@ -150,9 +173,11 @@ func (c *apiClient) dryRun(ctx context.Context, obj map[string]any) error {
 		return err
 	}
 	force := true
-	_, err = ri.Patch(ctx, u.GetName(), types.ApplyPatchType, b, metav1.PatchOptions{
-		DryRun: []string{metav1.DryRunAll}, FieldManager: "mesh-cni-chart-test", Force: &force, FieldValidation: "Strict",
-	})
+	opts := metav1.PatchOptions{FieldManager: "mesh-cni-chart-test", Force: &force, FieldValidation: "Strict"}
+	if dry {
+		opts.DryRun = []string{metav1.DryRunAll}
+	}
+	_, err = ri.Patch(ctx, u.GetName(), types.ApplyPatchType, b, opts)
 	return err
 }
 

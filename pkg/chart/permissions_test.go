@@ -9,7 +9,7 @@ import (
 
 // docs/permissions.md lists exactly the permissions the chart can grant:
 // every (account, group, resource, verb) of every ClusterRole and Role
-// rendered with each feature on.
+// rendered with each feature on, the `helm test` hooks' included.
 func TestPermissionsDoc(t *testing.T) {
 	rendered := map[string]bool{}
 	for _, vals := range []map[string]any{
@@ -18,14 +18,25 @@ func TestPermissionsDoc(t *testing.T) {
 		{"repair": map[string]any{"policy": "label"}},
 		{"openshift": map[string]any{"scc": map[string]any{"enabled": true}}},
 	} {
-		r := render(t, "", "", vals)
-		for _, o := range r.objs {
+		r, err := Render(chartDir, Options{Values: vals})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The `helm test` hooks too: their Role exists while the test runs.
+		objs, err := Objects(r.Manifest + r.Tests)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, o := range objs {
 			if o.Kind != "ClusterRole" && o.Kind != "Role" {
 				continue
 			}
 			account := "agent"
-			if strings.HasSuffix(o.Name, "-plugin") {
+			switch {
+			case strings.HasSuffix(o.Name, "-plugin"):
 				account = "plugin"
+			case strings.HasSuffix(o.Name, "-test"):
+				account = "helm test"
 			}
 			rules, _ := o.Raw["rules"].([]any)
 			for _, x := range rules {
@@ -51,7 +62,7 @@ func TestPermissionsDoc(t *testing.T) {
 	documented := map[string]bool{}
 	for _, line := range strings.Split(string(b), "\n") {
 		cells := strings.Split(line, "|")
-		if len(cells) < 6 || !strings.HasPrefix(line, "| agent") && !strings.HasPrefix(line, "| plugin") {
+		if len(cells) < 6 || !strings.HasPrefix(line, "| agent") && !strings.HasPrefix(line, "| plugin") && !strings.HasPrefix(line, "| helm test") {
 			continue
 		}
 		account, g, res := strings.TrimSpace(cells[1]), strings.TrimSpace(cells[2]), strings.TrimSpace(cells[3])

@@ -40,7 +40,7 @@ func runWatch(t *testing.T, e *env) (<-chan State, func()) {
 
 func waitState(t *testing.T, ch <-chan State, ok func(State) bool) State {
 	t.Helper()
-	timeout := time.After(10 * time.Second)
+	timeout := time.After(testenv.Timeout())
 	for {
 		select {
 		case s := <-ch:
@@ -48,7 +48,7 @@ func waitState(t *testing.T, ch <-chan State, ok func(State) bool) State {
 				return s
 			}
 		case <-timeout:
-			t.Fatal("timed out waiting for the watch loop")
+			t.Fatalf("no matching report from the watch loop within %v", testenv.Timeout())
 		}
 	}
 }

@@ -72,8 +72,8 @@ func TestNodeScopedAndSlim(t *testing.T) {
 			if name != "mine" {
 				t.Errorf("handler %d saw %s", i, name)
 			}
-		case <-time.After(10 * time.Second):
-			t.Fatalf("handler %d saw nothing", i)
+		case <-time.After(testenv.Timeout()):
+			t.Fatalf("handler %d saw nothing within %v", i, testenv.Timeout())
 		}
 	}
 	if keys := inf.GetStore().ListKeys(); len(keys) != 1 || keys[0] != ns+"/mine" {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -75,9 +74,9 @@ func unixClient(sock string) *http.Client {
 	}}
 }
 
-func get(t *testing.T, hc *http.Client, ns, name string, timeout time.Duration) (int, *mesh.Pod) {
+func get(t *testing.T, hc *http.Client, ns, name string) (int, *mesh.Pod) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	ctx, cancel := context.WithTimeout(context.Background(), testenv.Timeout())
 	defer cancel()
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://agent/v1/pods/"+ns+"/"+name, nil)
 	resp, err := hc.Do(req)
@@ -103,7 +102,7 @@ func TestServeCachedPod(t *testing.T) {
 	createPod(t, env.Client, ns, "web-0", "pc-node-a")
 	hc, _ := serve(t, env.Client, "pc-node-a")
 
-	code, p := get(t, hc, ns, "web-0", 30*time.Second)
+	code, p := get(t, hc, ns, "web-0")
 	if code != http.StatusOK {
 		t.Fatalf("status %d", code)
 	}
@@ -118,7 +117,7 @@ func TestServeCachedPod(t *testing.T) {
 		t.Fatalf("containers not resolved: %+v", p.Containers)
 	}
 
-	if code, _ := get(t, hc, ns, "nope", 30*time.Second); code != http.StatusNotFound {
+	if code, _ := get(t, hc, ns, "nope"); code != http.StatusNotFound {
 		t.Fatalf("unknown pod: status %d, want 404", code)
 	}
 	req, _ := http.NewRequest(http.MethodPost, "http://agent/v1/pods/"+ns+"/web-0", nil)
@@ -179,7 +178,7 @@ func TestWaitsForNewPod(t *testing.T) {
 	}
 	res := make(chan result, 1)
 	go func() {
-		gctx, gcancel := context.WithTimeout(ctx, 30*time.Second)
+		gctx, gcancel := context.WithTimeout(ctx, testenv.Timeout())
 		defer gcancel()
 		p, err := c.Get(gctx, ns, "late")
 		res <- result{p, err}
@@ -240,7 +239,7 @@ func TestUpdatesAndDeletes(t *testing.T) {
 	env.Node(t, "pc-node-f")
 	createPod(t, env.Client, ns, "web", "pc-node-f")
 	hc, _ := serve(t, env.Client, "pc-node-f")
-	if code, _ := get(t, hc, ns, "web", 30*time.Second); code != http.StatusOK {
+	if code, _ := get(t, hc, ns, "web"); code != http.StatusOK {
 		t.Fatalf("status %d", code)
 	}
 	patch := []byte(`{"metadata":{"annotations":{"config.linkerd.io/skip-outbound-ports":"25"}}}`)
@@ -248,7 +247,7 @@ func TestUpdatesAndDeletes(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitUntil(t, func() bool {
-		_, p := get(t, hc, ns, "web", 30*time.Second)
+		_, p := get(t, hc, ns, "web")
 		return p != nil && p.Annotations["config.linkerd.io/skip-outbound-ports"] == "25"
 	})
 	zero := int64(0)
@@ -256,7 +255,7 @@ func TestUpdatesAndDeletes(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitUntil(t, func() bool {
-		code, _ := get(t, hc, ns, "web", 30*time.Second)
+		code, _ := get(t, hc, ns, "web")
 		return code == http.StatusNotFound
 	})
 }
@@ -293,7 +292,7 @@ func waitUntil(t *testing.T, cond func() bool) {
 	deadline := time.Now().Add(testenv.Timeout())
 	for !cond() {
 		if time.Now().After(deadline) {
-			t.Fatal(fmt.Errorf("condition not met within 30s"))
+			t.Fatalf("condition not met within %v", testenv.Timeout())
 		}
 		time.Sleep(20 * time.Millisecond)
 	}

@@ -203,8 +203,8 @@ func TestChartRBACCoversTheAgent(t *testing.T) {
 			select {
 			case o := <-outc:
 				outcomes = append(outcomes, o)
-			case <-time.After(45 * time.Second):
-				t.Fatal("no repair attempt")
+			case <-time.After(testenv.Timeout()):
+				t.Fatalf("no repair attempt within %v", testenv.Timeout())
 			}
 			if outcomes[0] != repair.Repaired {
 				t.Fatalf("repair as the chart's ServiceAccount: %s", outcomes[0])
@@ -487,7 +487,7 @@ func agentPodCache(t *testing.T, c kubernetes.Interface, node, ns string) {
 			t.Errorf("podcache.Serve: %v", err)
 		}
 	}()
-	hc := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{
+	hc := &http.Client{Timeout: testenv.Timeout(), Transport: &http.Transport{
 		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 			for {
 				conn, err := (&net.Dialer{}).DialContext(ctx, "unix", sock)

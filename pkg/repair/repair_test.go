@@ -66,8 +66,8 @@ func startRepair(t *testing.T, client kubernetes.Interface, opts Options) *attem
 			if err != nil {
 				t.Errorf("Run: %v", err)
 			}
-		case <-time.After(10 * time.Second):
-			t.Error("Run did not return after cancel")
+		case <-time.After(testenv.Timeout()):
+			t.Errorf("Run did not return within %v after cancel", testenv.Timeout())
 		}
 	})
 	return a

@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/mesh-cni/mesh-cni/pkg/testenv"
 )
 
 // The traffic test runs real TCP and UDP through the rendered rules: a
@@ -106,7 +108,7 @@ func helper(spec string) int {
 		if err := dropTo(uid); err != nil {
 			return fail(err)
 		}
-		d := net.Dialer{Timeout: 3 * time.Second}
+		d := net.Dialer{Timeout: testenv.Timeout()}
 		if len(f) > 4 {
 			d.LocalAddr = &net.TCPAddr{IP: net.ParseIP(f[4])}
 		}
@@ -115,7 +117,7 @@ func helper(spec string) int {
 			return fail(err)
 		}
 		defer c.Close()
-		c.SetDeadline(time.Now().Add(3 * time.Second))
+		c.SetDeadline(time.Now().Add(testenv.Timeout()))
 		if strings.HasPrefix(f[2], "udp") { // one datagram each way
 			c.Write([]byte("query"))
 			b := make([]byte, 512)

@@ -89,7 +89,7 @@ func (e *Env) TokenConfig(token string) *rest.Config {
 		TLSClientConfig: rest.TLSClientConfig{CAData: e.CAData},
 		QPS:             100,
 		Burst:           200,
-		Timeout:         30 * time.Second,
+		Timeout:         Scale(30 * time.Second),
 	}
 }
 

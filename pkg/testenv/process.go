@@ -69,7 +69,7 @@ func (p *process) exited() bool {
 	}
 }
 
-// stop sends SIGTERM, and SIGKILL after a grace period.
+// stop sends SIGTERM, and SIGKILL after a grace period (scaled).
 func (p *process) stop() {
 	if p == nil || p.exited() {
 		return
@@ -77,7 +77,7 @@ func (p *process) stop() {
 	_ = p.cmd.Process.Signal(syscall.SIGTERM)
 	select {
 	case <-p.done:
-	case <-time.After(10 * time.Second):
+	case <-time.After(Scale(10 * time.Second)):
 		_ = p.cmd.Process.Kill()
 		<-p.done
 	}

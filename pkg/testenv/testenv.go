@@ -118,7 +118,7 @@ func Start(t testing.TB) *Env {
 	}
 	if !shared.started {
 		shared.started = true
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		ctx, cancel := context.WithTimeout(context.Background(), Scale(2*time.Minute))
 		shared.env, shared.err = New(ctx, shared.opts)
 		cancel()
 	}
@@ -194,7 +194,7 @@ func start(ctx context.Context, bin string, o options) (_ *Env, err error) {
 		return nil, err
 	}
 	env.procs = append(env.procs, etcd)
-	plain := &http.Client{Timeout: time.Second}
+	plain := &http.Client{Timeout: Scale(time.Second)}
 	if err := etcd.waitFor(ctx, "healthy", func(ctx context.Context) bool {
 		return httpOK(ctx, plain, etcdURL+"/health")
 	}); err != nil {
@@ -229,7 +229,7 @@ func start(ctx context.Context, bin string, o options) (_ *Env, err error) {
 		TLSClientConfig: rest.TLSClientConfig{CAData: p.caPEM, CertData: p.adminCert, KeyData: p.adminKey},
 		QPS:             100,
 		Burst:           200,
-		Timeout:         30 * time.Second,
+		Timeout:         Scale(30 * time.Second),
 	}
 	env.Client, err = kubernetes.NewForConfig(env.Config)
 	if err != nil {
@@ -239,7 +239,7 @@ func start(ctx context.Context, bin string, o options) (_ *Env, err error) {
 	if err != nil {
 		return nil, err
 	}
-	readyClient.Timeout = 2 * time.Second
+	readyClient.Timeout = Scale(2 * time.Second)
 	if err := api.waitFor(ctx, "ready", func(ctx context.Context) bool {
 		return httpOK(ctx, readyClient, env.Host+"/readyz")
 	}); err != nil {

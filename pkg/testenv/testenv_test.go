@@ -93,7 +93,7 @@ func TestKubeconfigWithKubectl(t *testing.T) {
 }
 
 func waitNoErr(ctx context.Context, f func() error) error {
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, testenv.Timeout())
 	defer cancel()
 	for {
 		err := f()

@@ -1,0 +1,45 @@
+// Package rollout tells whether the agent DaemonSet runs an updated, ready
+// agent on every node it schedules on, from the DaemonSet's status alone:
+// one `get` of one object, the only permission the chart's `helm test`
+// grants. It uses the typed apps/v1 client only, as the agent binary does.
+package rollout
+
+import (
+	"context"
+	"fmt"
+
+	appsv1 "k8s.io/api/apps/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	appsv1client "k8s.io/client-go/kubernetes/typed/apps/v1"
+)
+
+// Check gets DaemonSet ns/name and returns Status of it.
+func Check(ctx context.Context, c appsv1client.DaemonSetsGetter, ns, name string) (string, error) {
+	ds, err := c.DaemonSets(ns).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return "", fmt.Errorf("get DaemonSet %s/%s: %w", ns, name, err)
+	}
+	return Status(ds)
+}
+
+// Status summarises the DaemonSet's status, and returns an error unless
+// the controller has seen its current spec and every node it schedules on
+// (at least one) runs an updated agent that is ready.
+func Status(ds *appsv1.DaemonSet) (string, error) {
+	st := ds.Status
+	sum := fmt.Sprintf("DaemonSet %s/%s: %d desired, %d updated, %d ready",
+		ds.Namespace, ds.Name, st.DesiredNumberScheduled, st.UpdatedNumberScheduled, st.NumberReady)
+	switch {
+	case st.ObservedGeneration < ds.Generation:
+		return sum, fmt.Errorf("%s: status is of generation %d, the spec is at %d (the controller has not caught up)",
+			sum, st.ObservedGeneration, ds.Generation)
+	case st.DesiredNumberScheduled == 0:
+		return sum, fmt.Errorf("%s: no node to run an agent on (check the DaemonSet's nodeSelector, affinity and tolerations)", sum)
+	case st.UpdatedNumberScheduled < st.DesiredNumberScheduled:
+		return sum, fmt.Errorf("%s: %d nodes still run an agent of an earlier revision", sum,
+			st.DesiredNumberScheduled-st.UpdatedNumberScheduled)
+	case st.NumberReady < st.DesiredNumberScheduled:
+		return sum, fmt.Errorf("%s: %d nodes have no ready agent", sum, st.DesiredNumberScheduled-st.NumberReady)
+	}
+	return sum, nil
+}
