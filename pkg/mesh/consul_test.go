@@ -84,7 +84,7 @@ func TestConsulSpec(t *testing.T) {
 	if !s.CaptureDNS || s.DNSPort != 8600 || s.DNSUDPOnly || !reflect.DeepEqual(s.DNSDest, []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}) {
 		t.Errorf("DNS: %+v", s)
 	}
-	if !reflect.DeepEqual(s.ExemptUIDs, []rules.UIDExemption{{First: 5996, Last: 5996}}) || !reflect.DeepEqual(s.IgnoreInbound, []rules.PortRange{{20200, 20200}}) {
+	if !reflect.DeepEqual(s.ExemptUIDs, []rules.UIDExemption{{First: 5996, Last: 5996}}) || !reflect.DeepEqual(s.IgnoreInbound, []rules.PortRange{{First: 20200, Last: 20200}}) {
 		t.Errorf("exclusions: %+v", s)
 	}
 	// The pod's configuration is the whole of its rules: the profile's

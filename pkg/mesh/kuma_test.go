@@ -118,11 +118,11 @@ func TestKumaSpec(t *testing.T) {
 		if s.InboundPort != 15007 || s.OutboundPort != 15002 || !s.CaptureDNS || s.DNSPort != 15054 || !s.DNSUDPOnly || !s.ExemptDNS {
 			t.Errorf("ports and DNS: %+v", s)
 		}
-		want := []rules.UIDExemption{{First: 2000, Last: 2999, Proto: rules.TCP, Ports: []rules.PortRange{{22, 22}, {443, 443}}}, {First: 1000, Last: 1000}}
+		want := []rules.UIDExemption{{First: 2000, Last: 2999, Proto: rules.TCP, Ports: []rules.PortRange{{First: 22, Last: 22}, {First: 443, Last: 443}}}, {First: 1000, Last: 1000}}
 		if !reflect.DeepEqual(s.ExemptUIDs, want) {
 			t.Errorf("ExemptUIDs = %+v, want %+v", s.ExemptUIDs, want)
 		}
-		if !reflect.DeepEqual(s.IgnoreInbound, []rules.PortRange{{9001, 9001}, {8443, 8443}}) || !reflect.DeepEqual(s.IgnoreOutbound, []rules.PortRange{{5432, 5432}}) {
+		if !reflect.DeepEqual(s.IgnoreInbound, []rules.PortRange{{First: 9001, Last: 9001}, {First: 8443, Last: 8443}}) || !reflect.DeepEqual(s.IgnoreOutbound, []rules.PortRange{{First: 5432, Last: 5432}}) {
 			t.Errorf("ignore lists %v %v", s.IgnoreInbound, s.IgnoreOutbound)
 		}
 		if !reflect.DeepEqual(s.SkipInboundSources, []netip.Prefix{netip.MustParsePrefix("10.10.0.0/16")}) ||
@@ -141,7 +141,7 @@ func TestKumaSpec(t *testing.T) {
 		if s.InboundPort != 15006 || s.OutboundPort != 15001 || s.CaptureDNS {
 			t.Errorf("%+v", s)
 		}
-		if !reflect.DeepEqual(s.IgnoreInbound, []rules.PortRange{{9901, 9901}, {9001, 9001}}) || !reflect.DeepEqual(s.IgnoreOutbound, []rules.PortRange{{9901, 9901}}) {
+		if !reflect.DeepEqual(s.IgnoreInbound, []rules.PortRange{{First: 9901, Last: 9901}, {First: 9001, Last: 9001}}) || !reflect.DeepEqual(s.IgnoreOutbound, []rules.PortRange{{First: 9901, Last: 9901}}) {
 			t.Errorf("kuma-cni's defaults: %v %v", s.IgnoreInbound, s.IgnoreOutbound)
 		}
 	})
@@ -151,13 +151,13 @@ func TestKumaSpec(t *testing.T) {
 			KumaBuiltinDNS: "enabled", KumaBuiltinDNSPort: "15099", KumaGateway: "enabled",
 			KumaExcludeOutForUIDs: "udp:53:3000;4000-4001", KumaExcludeOutIPs: "10.0.0.1",
 		})
-		if s.InboundPort != 15055 || !reflect.DeepEqual(s.IgnoreInbound, []rules.PortRange{{80, 80}}) || len(s.IgnoreOutbound) != 0 {
+		if s.InboundPort != 15055 || !reflect.DeepEqual(s.IgnoreInbound, []rules.PortRange{{First: 80, Last: 80}}) || len(s.IgnoreOutbound) != 0 {
 			t.Errorf("%+v", s)
 		}
 		if !s.CaptureDNS || s.DNSPort != 15099 || s.InboundPorts == nil || len(s.InboundPorts) != 0 {
 			t.Errorf("dns and gateway: %+v", s)
 		}
-		want := []rules.UIDExemption{{First: 3000, Last: 3000, Proto: rules.UDP, Ports: []rules.PortRange{{53, 53}}}, {First: 4000, Last: 4001}}
+		want := []rules.UIDExemption{{First: 3000, Last: 3000, Proto: rules.UDP, Ports: []rules.PortRange{{First: 53, Last: 53}}}, {First: 4000, Last: 4001}}
 		if !reflect.DeepEqual(s.ExemptUIDs, want) {
 			t.Errorf("ExemptUIDs = %+v", s.ExemptUIDs)
 		}
