@@ -17,13 +17,13 @@ import (
 	"slices"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/containernetworking/cni/pkg/types"
 	current "github.com/containernetworking/cni/pkg/types/100"
 	"github.com/containernetworking/cni/pkg/types/create"
 
 	"github.com/mesh-cni/mesh-cni/pkg/backend"
+	"github.com/mesh-cni/mesh-cni/pkg/echo"
 	"github.com/mesh-cni/mesh-cni/pkg/mesh"
 	"github.com/mesh-cni/mesh-cni/pkg/node"
 )
@@ -344,21 +344,11 @@ func invalid(key, value, why string) *types.Error {
 	return types.NewError(types.ErrInvalidNetworkConfig, fmt.Sprintf("invalid %s %q: %s", key, Clip(value), why), "")
 }
 
-// MaxEcho is how much of a value an error message repeats.
-const MaxEcho = 256
+// MaxEcho is how much of a value an error message repeats (pkg/echo).
+const MaxEcho = echo.Max
 
-// Clip cuts s to MaxEcho bytes, marking the cut, so an error message never
-// carries a whole oversized value into the runtime's log and events.
-func Clip(s string) string {
-	if len(s) <= MaxEcho {
-		return s
-	}
-	cut := MaxEcho
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return fmt.Sprintf("%s...[%d bytes cut]", s[:cut], len(s)-cut)
-}
+// Clip cuts s to MaxEcho bytes, marking the cut (echo.Clip).
+func Clip(s string) string { return echo.Clip(s) }
 
 func isDNSLabel(s string) bool {
 	if s == "" || len(s) > 63 || s[0] == '-' || s[len(s)-1] == '-' {

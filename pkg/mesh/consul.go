@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"strings"
 
+	"github.com/mesh-cni/mesh-cni/pkg/echo"
 	"github.com/mesh-cni/mesh-cni/pkg/rules"
 )
 
@@ -56,7 +57,7 @@ func ParseConsulRedirect(raw string) (ConsulRedirect, error) {
 	}
 	for k := range keys {
 		if !known[k] {
-			return c, fmt.Errorf("unknown field %q (known: %s)", clip(k), strings.Join(consulFields, ", "))
+			return c, fmt.Errorf("unknown field %q (known: %s)", echo.Clip(k), strings.Join(consulFields, ", "))
 		}
 	}
 	dec := json.NewDecoder(bytes.NewReader([]byte(raw)))
@@ -152,7 +153,7 @@ func (c ConsulRedirect) dns(s rules.Spec) (rules.Spec, error) {
 	if c.ConsulDNSIP != "" {
 		var err error
 		if ip, err = netip.ParseAddr(c.ConsulDNSIP); err != nil || !ip.IsLoopback() {
-			return s, fmt.Errorf("field ConsulDNSIP: %q is not a loopback address (Consul's local resolver)", clip(c.ConsulDNSIP))
+			return s, fmt.Errorf("field ConsulDNSIP: %q is not a loopback address (Consul's local resolver)", echo.Clip(c.ConsulDNSIP))
 		}
 	}
 	s.CaptureDNS, s.DNSPort = true, uint16(c.ConsulDNSPort)
@@ -197,12 +198,4 @@ func judgeConsul(cfg Config, base rules.Spec, pod Pod) (judgement, error) {
 		return judgement{}, err
 	}
 	return judgement{v: meshed, spec: base, note: note}, nil
-}
-
-// clip keeps an echoed key or value short.
-func clip(s string) string {
-	if len(s) > 64 {
-		return s[:64] + "..."
-	}
-	return s
 }

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/mesh-cni/mesh-cni/pkg/echo"
 	"github.com/mesh-cni/mesh-cni/pkg/rules"
 )
 
@@ -214,9 +215,10 @@ func hasInit(pod Pod, name string) bool {
 	return false
 }
 
-// annErr names the annotation and its value.
+// annErr names the annotation and its value, both cut to a sane length
+// (the reason may quote part of the value).
 func annErr(key, val string, err error) error {
-	return fmt.Errorf("annotation %s=%q: %w", key, val, err)
+	return fmt.Errorf("annotation %s=%q: %s", key, echo.Clip(val), echo.Clip(err.Error()))
 }
 
 func trusted(cfg Config) bool { return cfg.TrustAnnotations == nil || *cfg.TrustAnnotations }

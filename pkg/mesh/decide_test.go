@@ -1,6 +1,7 @@
 package mesh
 
 import (
+	"fmt"
 	"net/netip"
 	"reflect"
 	"strings"
@@ -350,6 +351,26 @@ func TestProfileNeedsSelector(t *testing.T) {
 		}
 		if d.Sidecar != "" && err != nil {
 			t.Errorf("%s: %v", name, err)
+		}
+	}
+}
+
+// An oversized annotation value is cut in the error, for every contract:
+// the message still names the annotation and the reason.
+func TestAnnotationErrorsAreClipped(t *testing.T) {
+	huge := strings.Repeat("8", 100_000)
+	for _, tc := range []struct {
+		meshes map[string]Config
+		pod    Pod
+		key    string
+	}{
+		{defaultMeshes(), linkerdSpecPod(map[string]string{LinkerdSkipInboundPorts: "80," + huge}, Container{Name: "linkerd-network-validator"}), LinkerdSkipInboundPorts},
+		{kumaOn(), kumaSpecPod(map[string]string{KumaConfig: "kumaDPUser: '" + huge + "'"}, false), KumaConfig},
+		{consulOn(), consulPod(`{"ProxyUserID":"`+huge+`","ProxyInboundPort":1}`, false), ConsulRedirectConfig},
+	} {
+		_, err := Decide(tc.meshes, tc.pod, nil)
+		if err == nil || len(err.Error()) > 1000 || !strings.Contains(err.Error(), "bytes cut]") || !strings.Contains(err.Error(), tc.key) {
+			t.Errorf("%s: error of %d bytes, want it cut and naming the annotation: %.300s", tc.key, len(fmt.Sprint(err)), err)
 		}
 	}
 }
