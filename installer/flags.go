@@ -20,6 +20,7 @@ type config struct {
 	pluginConfig, pluginBinary          string
 	logLevel                            string
 	probeAddr, metricsAddr              string
+	metricsCertDir                      string
 	nodeName, namespace, daemonSetName  string
 	tokenPath, caPath                   string
 	startupTaint                        string
@@ -55,7 +56,8 @@ func parseFlags(args []string) (*config, error) {
 	fs.StringVar(&c.pluginBinary, "plugin-binary", "/mesh-cni", "plugin binary in the image")
 	fs.StringVar(&c.logLevel, "log-level", meshconfig.DefaultLogLevel, strings.Join(meshconfig.LogLevels, ", "))
 	fs.StringVar(&c.probeAddr, "probe-addr", ":9196", "address for /healthz and /readyz")
-	fs.StringVar(&c.metricsAddr, "metrics-addr", ":9197", "address for /metrics")
+	fs.StringVar(&c.metricsAddr, "metrics-addr", "127.0.0.1:9197", "address for /metrics: plain HTTP on loopback; beyond loopback HTTPS, each request authenticated (TokenReview) and authorized (SubjectAccessReview, get /metrics)")
+	fs.StringVar(&c.metricsCertDir, "metrics-cert-dir", "", "dir with tls.crt and tls.key for /metrics beyond loopback (empty: a self-signed certificate made at start)")
 	fs.StringVar(&c.nodeName, "node-name", os.Getenv("NODE_NAME"), "this node's name")
 	fs.StringVar(&c.namespace, "namespace", os.Getenv("POD_NAMESPACE"), "the agent's namespace")
 	fs.StringVar(&c.daemonSetName, "daemonset-name", "mesh-cni", "the agent's DaemonSet")

@@ -21,7 +21,7 @@ func TestFlagsEnvAndCommandLine(t *testing.T) {
 	if c.logLevel != "warn" {
 		t.Errorf("command line should win over env: %s", c.logLevel)
 	}
-	if c.cniConfDir != "/host/etc/cni/net.d" || c.probeAddr != ":9196" || c.metricsAddr != ":9197" || !c.repair || c.uninstallMode != "auto" {
+	if c.cniConfDir != "/host/etc/cni/net.d" || c.probeAddr != ":9196" || c.metricsAddr != "127.0.0.1:9197" || !c.repair || c.uninstallMode != "auto" {
 		t.Errorf("defaults: %+v", c)
 	}
 }
