@@ -459,6 +459,74 @@ func TestRBAC(t *testing.T) {
 	}
 }
 
+// metrics.bindAddress: loopback (default) is plain HTTP with nothing
+// extra; beyond loopback the agent's ClusterRole may create the reviews,
+// the metrics-reader ClusterRole exists (bound to no one), and the scrape
+// annotations say https.
+func TestMetricsBindAddress(t *testing.T) {
+	reviews := `{"apiGroups":["authentication.k8s.io"],"resources":["tokenreviews"],"verbs":["create"]},{"apiGroups":["authorization.k8s.io"],"resources":["subjectaccessreviews"],"verbs":["create"]}`
+	for _, c := range []struct {
+		bind     any
+		addr     string
+		beyond   bool
+		certFlag bool
+	}{
+		{nil, "127.0.0.1:9197", false, false},
+		{"127.0.0.1", "127.0.0.1:9197", false, false},
+		{"::1", "[::1]:9197", false, false},
+		{"", ":9197", true, false},
+		{"0.0.0.0", "0.0.0.0:9197", true, false},
+		{"fd00::5", "[fd00::5]:9197", true, true},
+	} {
+		vals := map[string]any{}
+		if c.bind != nil {
+			m := map[string]any{"bindAddress": c.bind}
+			if c.certFlag {
+				m["tlsSecretName"] = "metrics-tls"
+			}
+			vals["metrics"] = m
+		}
+		r := render(t, "", "", vals)
+		ds := r.get(t, "DaemonSet", "mesh-cni")
+		a := args(t, ds)
+		if a["--metrics-addr"] != c.addr {
+			t.Errorf("bindAddress %v: --metrics-addr=%s, want %s", c.bind, a["--metrics-addr"], c.addr)
+		}
+		if has := a["--metrics-cert-dir"] != ""; has != c.certFlag {
+			t.Errorf("bindAddress %v: --metrics-cert-dir=%s", c.bind, a["--metrics-cert-dir"])
+		}
+		rules := toString(path(r.get(t, "ClusterRole", "mesh-cni"), "rules"))
+		if strings.Contains(rules, reviews) != c.beyond {
+			t.Errorf("bindAddress %v: agent ClusterRole %s; reviews wanted: %v", c.bind, rules, c.beyond)
+		}
+		if r.has("ClusterRole", "mesh-cni-metrics-reader") != c.beyond {
+			t.Errorf("bindAddress %v: metrics-reader ClusterRole rendered: %v", c.bind, !c.beyond)
+		}
+		if c.beyond {
+			if got := toString(path(r.get(t, "ClusterRole", "mesh-cni-metrics-reader"), "rules")); got != `[{"nonResourceURLs":["/metrics"],"verbs":["get"]}]` {
+				t.Errorf("metrics-reader rules %s", got)
+			}
+			for _, o := range r.objs {
+				if strings.HasSuffix(o.Kind, "Binding") && strings.Contains(toString(o.Raw["roleRef"]), "metrics-reader") {
+					t.Errorf("%s/%s binds the metrics-reader role; the user binds it to their scraper", o.Kind, o.Name)
+				}
+			}
+		}
+		ann := path(ds, "spec", "template", "metadata", "annotations").(map[string]any)
+		if (ann["prometheus.io/scrape"] == "true") != c.beyond || c.beyond && ann["prometheus.io/scheme"] != "https" {
+			t.Errorf("bindAddress %v: annotations %v", c.bind, ann)
+		}
+	}
+	r := render(t, "", "", map[string]any{"metrics": map[string]any{"bindAddress": "", "tlsSecretName": "metrics-tls"}})
+	ds := r.get(t, "DaemonSet", "mesh-cni")
+	if !strings.Contains(toString(path(ds, "spec", "template", "spec", "volumes")), `{"name":"metrics-tls","secret":{"secretName":"metrics-tls"}}`) {
+		t.Error("metrics.tlsSecretName: no Secret volume")
+	}
+	if _, err := Render(chartDir, Options{Values: map[string]any{"metrics": map[string]any{"bindAddress": "node-a"}}}); err == nil || !strings.Contains(err.Error(), "bindAddress") {
+		t.Errorf("a host name as metrics.bindAddress: %v, want a schema error", err)
+	}
+}
+
 // Bad input fails with a message that names the value.
 func TestBadValues(t *testing.T) {
 	cases := []struct {
@@ -523,7 +591,7 @@ func TestFullValues(t *testing.T) {
 	for flag, want := range map[string]string{
 		"--conf-file-name": "10-calico.conflist", "--chained": "true", "--subdir-chaining": "true",
 		"--host-state-dir": "/var/lib/meshnet", "--host-run-dir": "/run/meshnet", "--log-level": "warn",
-		"--probe-addr": ":19196", "--metrics-addr": ":19197", "--daemonset-name": "rel-meshnet",
+		"--probe-addr": ":19196", "--metrics-addr": ":19197", "--metrics-cert-dir": "/etc/mesh-cni/metrics-tls", "--daemonset-name": "rel-meshnet",
 		"--startup-taint": "mesh-cni.io/not-ready", "--repair": "true", "--repair-policy": "label", "--uninstall-mode": "never",
 	} {
 		if a[flag] != want {

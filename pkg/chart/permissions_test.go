@@ -9,7 +9,8 @@ import (
 
 // docs/permissions.md lists exactly the permissions the chart can grant:
 // every (account, group, resource, verb) of every ClusterRole and Role
-// rendered with each feature on.
+// rendered with each feature on, and the non-resource URLs of the
+// metrics-reader role (account "scraper", group "non-resource URL").
 func TestPermissionsDoc(t *testing.T) {
 	rendered := map[string]bool{}
 	for _, vals := range []map[string]any{
@@ -17,6 +18,7 @@ func TestPermissionsDoc(t *testing.T) {
 		{"repair": map[string]any{"policy": "delete"}},
 		{"repair": map[string]any{"policy": "label"}},
 		{"openshift": map[string]any{"scc": map[string]any{"enabled": true}}},
+		{"metrics": map[string]any{"bindAddress": ""}},
 	} {
 		r := render(t, "", "", vals)
 		for _, o := range r.objs {
@@ -26,10 +28,17 @@ func TestPermissionsDoc(t *testing.T) {
 			account := "agent"
 			if strings.HasSuffix(o.Name, "-plugin") {
 				account = "plugin"
+			} else if strings.HasSuffix(o.Name, "-metrics-reader") {
+				account = "scraper"
 			}
 			rules, _ := o.Raw["rules"].([]any)
 			for _, x := range rules {
 				rule := x.(map[string]any)
+				for _, u := range strs(rule["nonResourceURLs"]) {
+					for _, v := range strs(rule["verbs"]) {
+						rendered[account+" non-resource URL "+u+" "+v] = true
+					}
+				}
 				for _, g := range strs(rule["apiGroups"]) {
 					if g == "" {
 						g = "core"
@@ -51,7 +60,7 @@ func TestPermissionsDoc(t *testing.T) {
 	documented := map[string]bool{}
 	for _, line := range strings.Split(string(b), "\n") {
 		cells := strings.Split(line, "|")
-		if len(cells) < 6 || !strings.HasPrefix(line, "| agent") && !strings.HasPrefix(line, "| plugin") {
+		if len(cells) < 6 || !strings.HasPrefix(line, "| agent") && !strings.HasPrefix(line, "| plugin") && !strings.HasPrefix(line, "| scraper") {
 			continue
 		}
 		account, g, res := strings.TrimSpace(cells[1]), strings.TrimSpace(cells[2]), strings.TrimSpace(cells[3])

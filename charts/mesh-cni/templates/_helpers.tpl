@@ -32,6 +32,14 @@ Names and labels.
 {{- if contains ":" $h }}[{{ $h }}]:{{ $p }}{{ else }}{{ $h }}:{{ $p }}{{ end }}
 {{- end }}
 
+{{/* "true" when /metrics listens beyond loopback (then HTTPS, each request
+authenticated and authorized through the API server), else "". The agent
+decides the same way (pkg/agent/metricsserver.Loopback). */}}
+{{- define "mesh-cni.metricsSecure" -}}
+{{- $h := .Values.metrics.bindAddress | toString }}
+{{- if not (or (eq $h "localhost") (eq $h "::1") (hasPrefix "127." $h)) }}true{{ end }}
+{{- end }}
+
 {{/* The plugin's own ServiceAccount: get pods, nothing else. */}}
 {{- define "mesh-cni.pluginServiceAccountName" -}}
 {{- default (printf "%s-plugin" (include "mesh-cni.fullname" .) | trunc 63 | trimSuffix "-") .Values.pluginServiceAccount.name }}
