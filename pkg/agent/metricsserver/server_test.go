@@ -211,3 +211,17 @@ func TestCertDir(t *testing.T) {
 		t.Errorf("%d: %.200s", code, body)
 	}
 }
+
+// An agent that may not create TokenReviews (its ClusterRole lacks them)
+// serves no one: every token is answered 500 "Authentication failed".
+func TestWithoutReviewPermissions(t *testing.T) {
+	env := testenv.Start(t)
+	ns := env.Namespace(t, "metrics-norbac")
+	env.BindClusterRole(t, ns, "scraper", readerRules)
+	_, port := serve(t, metricsserver.Options{Addr: "0.0.0.0:0", Kube: env.TokenConfig(token(t, env, ns, "agent"))})
+	insecure := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
+	code, body := scrape(t, insecure, "https://127.0.0.1:"+port+"/metrics", token(t, env, ns, "scraper"))
+	if code != http.StatusInternalServerError || strings.Contains(body, "mesh_cni") {
+		t.Errorf("%d, want 500 and no metrics: %.200s", code, body)
+	}
+}
