@@ -518,6 +518,12 @@ func TestMetricsBindAddress(t *testing.T) {
 		}
 	}
 	r := render(t, "", "", map[string]any{"metrics": map[string]any{"bindAddress": "", "tlsSecretName": "metrics-tls"}})
+	if !strings.Contains(r.notes, "--clusterrole=mesh-cni-metrics-reader") {
+		t.Errorf("NOTES.txt does not say how to bind the metrics-reader role:\n%s", r.notes)
+	}
+	if strings.Contains(render(t, "", "", nil).notes, "metrics") {
+		t.Error("NOTES.txt talks about metrics on loopback")
+	}
 	ds := r.get(t, "DaemonSet", "mesh-cni")
 	if !strings.Contains(toString(path(ds, "spec", "template", "spec", "volumes")), `{"name":"metrics-tls","secret":{"secretName":"metrics-tls"}}`) {
 		t.Error("metrics.tlsSecretName: no Secret volume")
