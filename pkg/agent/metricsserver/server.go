@@ -97,7 +97,9 @@ func Listen(o Options) (*Server, error) {
 		ln = tls.NewListener(ln, tc)
 	}
 	s.ln = ln
-	s.srv = &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
+	// TLS handshake failures (a scraper without https) as debug JSON logs.
+	s.srv = &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second,
+		ErrorLog: slog.NewLogLogger(o.Log.Handler(), slog.LevelDebug)}
 	return s, nil
 }
 

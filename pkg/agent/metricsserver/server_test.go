@@ -6,6 +6,7 @@ import (
 	"crypto/x509"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -39,6 +40,7 @@ var readerRules = []rbacv1.PolicyRule{{NonResourceURLs: []string{"/metrics"}, Ve
 func serve(t *testing.T, o metricsserver.Options) (*metricsserver.Server, string) {
 	t.Helper()
 	o.Handler = agent.MetricsHandler()
+	o.Log = slog.New(slog.DiscardHandler) // refusals are logged as errors
 	s, err := metricsserver.Listen(o)
 	if err != nil {
 		t.Fatal(err)
