@@ -39,6 +39,20 @@ func TestFlagsRejected(t *testing.T) {
 			t.Errorf("%v accepted", args)
 		}
 	}
+	// /metrics beyond loopback is the metrics proxy's job.
+	for _, addr := range []string{":9197", "0.0.0.0:9197", "[::]:9197", "10.0.0.5:9197", "9197"} {
+		_, err := parseFlags([]string{"--metrics-addr=" + addr})
+		if err == nil {
+			t.Errorf("--metrics-addr=%s accepted", addr)
+		} else if addr != "9197" && !strings.Contains(err.Error(), "mesh-cni-metrics-proxy") {
+			t.Errorf("--metrics-addr=%s: %v, want a pointer to the metrics proxy", addr, err)
+		}
+	}
+	for _, addr := range []string{"127.0.0.1:9198", "[::1]:9197", "localhost:0"} {
+		if _, err := parseFlags([]string{"--metrics-addr=" + addr}); err != nil {
+			t.Errorf("--metrics-addr=%s: %v", addr, err)
+		}
+	}
 	t.Setenv("MESH_CNI_CHAINED", "maybe")
 	if _, err := parseFlags(nil); err == nil || !strings.Contains(err.Error(), "MESH_CNI_CHAINED") {
 		t.Errorf("bad env value: %v", err)

@@ -20,7 +20,6 @@ import (
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 
 	"github.com/mesh-cni/mesh-cni/pkg/agent"
-	"github.com/mesh-cni/mesh-cni/pkg/agent/metricsserver"
 	meshconfig "github.com/mesh-cni/mesh-cni/pkg/config"
 	"github.com/mesh-cni/mesh-cni/pkg/install"
 	"github.com/mesh-cni/mesh-cni/pkg/kubeconfig"
@@ -144,13 +143,9 @@ func run(cfg *config, log *slog.Logger) error {
 		Log:          log,
 	})
 
-	ms, err := metricsServer(cfg, kopts, kerr, log)
-	if err != nil {
-		return err
-	}
 	errc := make(chan error, 4)
 	go func() { errc <- agent.ServeHTTP(ctx, cfg.probeAddr, a.ProbeHandler()) }()
-	go func() { errc <- ms.Serve(ctx) }()
+	go func() { errc <- agent.ServeHTTP(ctx, cfg.metricsAddr, agent.MetricsHandler()) }()
 	go func() {
 		if err := agent.ServeReportsTo(ctx, filepath.Join(cfg.runDir, "report.sock"), log, podWarner(rec, uidOf)); err != nil {
 			// Metrics only: the plugin drops reports nobody reads.
@@ -200,21 +195,6 @@ func run(cfg *config, log *slog.Logger) error {
 	}
 	log.Info("uninstalled")
 	return nil
-}
-
-// metricsServer listens for /metrics; beyond loopback it authenticates
-// and authorizes scrapers through the API server as the agent.
-func metricsServer(cfg *config, kopts kubeconfig.Options, kerr error, log *slog.Logger) (*metricsserver.Server, error) {
-	o := metricsserver.Options{Addr: cfg.metricsAddr, Handler: agent.MetricsHandler(), CertDir: cfg.metricsCertDir, Log: log}
-	if kerr == nil {
-		o.Kube = restConfig(kopts)
-	}
-	ms, err := metricsserver.Listen(o)
-	if err != nil {
-		return nil, fmt.Errorf("metrics: %w", err)
-	}
-	log.Info("serving /metrics", "addr", ms.Addr().String(), "https_and_auth", ms.Secure())
-	return ms, nil
 }
 
 // toolDirs keeps the dirs that exist: without the chart's read-only

@@ -16,7 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/mesh-cni/mesh-cni/pkg/agent"
-	"github.com/mesh-cni/mesh-cni/pkg/agent/metricsserver"
+	"github.com/mesh-cni/mesh-cni/pkg/metricsproxy"
 	"github.com/mesh-cni/mesh-cni/pkg/testenv"
 )
 
@@ -46,10 +46,12 @@ var (
 )
 
 // The chart's RBAC with metrics.bindAddress beyond loopback is what the
-// agent's metrics server needs: running as the chart's ServiceAccount it
-// refuses a scrape without a token (401) and one by an account not bound to
-// the chart's metrics-reader role (403), and serves one that is (200). On
-// loopback (the default) the agent may create no reviews at all.
+// metrics proxy container needs: running as the chart's ServiceAccount (the
+// pod's, which the agent container shares) in front of the agent's real
+// metrics handler, it refuses a scrape without a token (401) and one by an
+// account not bound to the chart's metrics-reader role (403), and proxies
+// one that is (200). On loopback (the default) there is no proxy and the
+// account may create no reviews at all.
 func TestChartRBACCoversMetrics(t *testing.T) {
 	env := testenv.Start(t)
 	ctx := context.Background()
@@ -60,7 +62,7 @@ func TestChartRBACCoversMetrics(t *testing.T) {
 		return allowed(t, env, ns, sa, &authzv1.ResourceAttributes{Resource: "pods", Verb: "list"}, "")
 	})
 	if allowed(t, env, ns, sa, tokenReviews, "") || allowed(t, env, ns, sa, accessReview, "") {
-		t.Error("metrics on loopback (default): the agent may still create TokenReviews or SubjectAccessReviews")
+		t.Error("metrics on loopback (default): the chart's ServiceAccount may still create TokenReviews or SubjectAccessReviews")
 	}
 
 	ns = env.Namespace(t, "mesh-cni")
@@ -74,24 +76,35 @@ func TestChartRBACCoversMetrics(t *testing.T) {
 	}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	// Wait here, not in the scrapes: the agent caches a denial for 30 s.
+	// Wait here, not in the scrapes: the proxy caches a denial for 30 s.
 	testenv.EventuallyTrue(t, "the chart's and the scraper's bindings active", func() bool {
 		return allowed(t, env, ns, sa, tokenReviews, "") && allowed(t, env, ns, sa, accessReview, "") &&
 			allowed(t, env, ns, "scraper", nil, "/metrics")
 	})
 
-	agentCfg, _ := env.PodClient(t, ns, sa, "mesh-cni-agent-"+node, node)
-	s, err := metricsserver.Listen(metricsserver.Options{Addr: "0.0.0.0:0", Handler: agent.MetricsHandler(), Kube: agentCfg})
+	// The agent's plain-HTTP metrics on loopback, as in the pod.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	sctx, cancel := context.WithCancel(ctx)
+	agentDone := make(chan error, 1)
+	go func() { agentDone <- agent.ServeListener(sctx, ln, agent.MetricsHandler()) }()
+
+	proxyCfg, _ := env.PodClient(t, ns, sa, "mesh-cni-agent-"+node, node)
+	s, err := metricsproxy.Listen(metricsproxy.Options{Addr: "0.0.0.0:0", Upstream: "http://" + ln.Addr().String() + "/metrics", Kube: proxyCfg})
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
 	done := make(chan error, 1)
 	go func() { done <- s.Serve(sctx) }()
 	defer func() {
 		cancel()
-		if err := <-done; err != nil {
-			t.Error(err)
+		for _, c := range []chan error{done, agentDone} {
+			if err := <-c; err != nil {
+				t.Error(err)
+			}
 		}
 	}()
 	_, port, _ := net.SplitHostPort(s.Addr().String())
@@ -114,7 +127,7 @@ func TestChartRBACCoversMetrics(t *testing.T) {
 	}
 }
 
-// get GETs url over TLS without verifying the agent's self-signed
+// get GETs url over TLS without verifying the proxy's self-signed
 // certificate, with a bearer token unless it is "".
 func get(url, token string) (int, string, error) {
 	req, err := http.NewRequest(http.MethodGet, url, nil)

@@ -1,4 +1,4 @@
-package metricsserver_test
+package metricsproxy_test
 
 import (
 	"context"
@@ -16,17 +16,19 @@ import (
 	"time"
 
 	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/client-go/rest"
 	certutil "k8s.io/client-go/util/cert"
 
 	"github.com/mesh-cni/mesh-cni/pkg/agent"
-	"github.com/mesh-cni/mesh-cni/pkg/agent/metricsserver"
+	"github.com/mesh-cni/mesh-cni/pkg/metricsproxy"
 	"github.com/mesh-cni/mesh-cni/pkg/testenv"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }
 
-// The agent's own rules when bound beyond loopback (the chart's ClusterRole
-// adds exactly these): create TokenReviews and SubjectAccessReviews.
+// The proxy's rules (the chart's ClusterRole adds exactly these when
+// metrics listen beyond loopback): create TokenReviews and
+// SubjectAccessReviews.
 var reviewRules = []rbacv1.PolicyRule{
 	{APIGroups: []string{"authentication.k8s.io"}, Resources: []string{"tokenreviews"}, Verbs: []string{"create"}},
 	{APIGroups: []string{"authorization.k8s.io"}, Resources: []string{"subjectaccessreviews"}, Verbs: []string{"create"}},
@@ -35,13 +37,35 @@ var reviewRules = []rbacv1.PolicyRule{
 // What a scraper is granted (the chart's optional metrics-reader role).
 var readerRules = []rbacv1.PolicyRule{{NonResourceURLs: []string{"/metrics"}, Verbs: []string{"get"}}}
 
-// serve starts the agent's metrics server on addr with the agent's /metrics
-// handler and returns the port it listens on.
-func serve(t *testing.T, o metricsserver.Options) (*metricsserver.Server, string) {
+// agentMetrics serves the agent's /metrics handler on loopback, as the
+// agent does, and returns its URL.
+func agentMetrics(t *testing.T) string {
 	t.Helper()
-	o.Handler = agent.MetricsHandler()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- agent.ServeListener(ctx, ln, agent.MetricsHandler()) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	})
+	return "http://" + ln.Addr().String() + "/metrics"
+}
+
+// serve starts the proxy in front of a real agent metrics handler and
+// returns the port it listens on.
+func serve(t *testing.T, o metricsproxy.Options) (*metricsproxy.Server, string) {
+	t.Helper()
+	if o.Upstream == "" {
+		o.Upstream = agentMetrics(t)
+	}
 	o.Log = slog.New(slog.DiscardHandler) // refusals are logged as errors
-	s, err := metricsserver.Listen(o)
+	s, err := metricsproxy.Listen(o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,23 +113,20 @@ func token(t *testing.T, env *testenv.Env, ns, sa string) string {
 	return tok
 }
 
-// Beyond loopback: HTTPS, 401 without a token, 403 for an account without
-// get on /metrics, 200 with the agent's metrics for one with it. The agent
-// itself runs as a service account that may only create the reviews.
-func TestBeyondLoopbackAuthenticatesAndAuthorizes(t *testing.T) {
+// HTTPS, 401 without a token, 403 for an account without get on /metrics,
+// 200 with the agent's metrics for one with it. The proxy itself runs as a
+// service account that may only create the reviews.
+func TestAuthenticatesAndAuthorizes(t *testing.T) {
 	env := testenv.Start(t)
 	ns := env.Namespace(t, "metrics")
-	env.BindClusterRole(t, ns, "agent", reviewRules)
+	env.BindClusterRole(t, ns, "proxy", reviewRules)
 	env.BindClusterRole(t, ns, "scraper", readerRules)
-	agentTok := token(t, env, ns, "agent")
+	proxyTok := token(t, env, ns, "proxy")
 	strangerTok, scraperTok := token(t, env, ns, "stranger"), token(t, env, ns, "scraper")
 
 	for _, addr := range []string{"0.0.0.0:0", ":0"} {
 		t.Run(addr, func(t *testing.T) {
-			s, port := serve(t, metricsserver.Options{Addr: addr, Kube: env.TokenConfig(agentTok)})
-			if !s.Secure() {
-				t.Fatalf("%s is beyond loopback but served without TLS and auth", addr)
-			}
+			_, port := serve(t, metricsproxy.Options{Addr: addr, Kube: env.TokenConfig(proxyTok)})
 			insecure := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
 			url := "https://127.0.0.1:" + port + "/metrics"
 			cases := []struct {
@@ -135,62 +156,63 @@ func TestBeyondLoopbackAuthenticatesAndAuthorizes(t *testing.T) {
 			if resp, err := http.Get("http://127.0.0.1:" + port + "/metrics"); err == nil {
 				resp.Body.Close()
 				if resp.StatusCode == http.StatusOK {
-					t.Error("plain HTTP beyond loopback served the metrics")
+					t.Error("plain HTTP served the metrics")
 				}
 			}
-		})
-	}
-}
-
-// On loopback the metrics are plain HTTP without authentication, as before,
-// and need no API access.
-func TestLoopbackIsPlainHTTP(t *testing.T) {
-	for _, addr := range []string{"127.0.0.1:0", "[::1]:0", "localhost:0"} {
-		t.Run(addr, func(t *testing.T) {
-			s, port := serve(t, metricsserver.Options{Addr: addr})
-			if s.Secure() {
-				t.Fatalf("%s: secure on loopback", addr)
-			}
-			host, _, _ := net.SplitHostPort(s.Addr().String())
-			code, body := scrape(t, http.DefaultClient, "http://"+net.JoinHostPort(host, port)+"/metrics", "")
-			if code != http.StatusOK || !strings.Contains(body, "mesh_cni_agent_ready") {
-				t.Errorf("%d: %.200s", code, body)
+			// Only /metrics is proxied, and only GET.
+			req, _ := http.NewRequest(http.MethodPost, url, nil)
+			req.Header.Set("Authorization", "Bearer "+scraperTok)
+			if resp, err := insecure.Do(req); err != nil {
+				t.Error(err)
+			} else if resp.Body.Close(); resp.StatusCode == http.StatusOK {
+				t.Error("POST /metrics answered 200")
 			}
 		})
 	}
 }
 
-// Beyond loopback without API access the agent refuses rather than serve
-// unauthenticated.
-func TestBeyondLoopbackNeedsTheAPI(t *testing.T) {
-	_, err := metricsserver.Listen(metricsserver.Options{Addr: "0.0.0.0:0", Handler: agent.MetricsHandler()})
+// Without API access the proxy refuses rather than serve unauthenticated.
+func TestNeedsTheAPI(t *testing.T) {
+	_, err := metricsproxy.Listen(metricsproxy.Options{Addr: "0.0.0.0:0", Upstream: "http://127.0.0.1:9198/metrics"})
 	if err == nil || !strings.Contains(err.Error(), "no API access") {
 		t.Fatalf("err %v, want a refusal", err)
 	}
 }
 
-func TestLoopback(t *testing.T) {
-	for addr, want := range map[string]bool{
-		"127.0.0.1:9197": true, "127.3.2.1:9197": true, "[::1]:9197": true, "localhost:9197": true,
-		":9197": false, "0.0.0.0:9197": false, "[::]:9197": false, "10.0.0.5:9197": false,
-		"[fd00::5]:9197": false, "node-a:9197": false, "[::ffff:127.0.0.1]:9197": true,
-	} {
-		got, err := metricsserver.Loopback(addr)
-		if err != nil || got != want {
-			t.Errorf("Loopback(%q) = %v, %v; want %v", addr, got, err, want)
-		}
+// An agent that does not answer: 502 for an allowed scraper, no hang.
+func TestAgentDown(t *testing.T) {
+	env := testenv.Start(t)
+	ns := env.Namespace(t, "metrics-down")
+	env.BindClusterRole(t, ns, "proxy", reviewRules)
+	env.BindClusterRole(t, ns, "scraper", readerRules)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
 	}
-	if _, err := metricsserver.Loopback("9197"); err == nil {
-		t.Error("Loopback(9197): no error")
+	up := "http://" + ln.Addr().String() + "/metrics"
+	ln.Close()
+	_, port := serve(t, metricsproxy.Options{Addr: "127.0.0.1:0", Upstream: up, Kube: env.TokenConfig(token(t, env, ns, "proxy"))})
+	insecure := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
+	if code, body := scrape(t, insecure, "https://127.0.0.1:"+port+"/metrics", token(t, env, ns, "scraper")); code != http.StatusBadGateway {
+		t.Errorf("%d, want 502: %.200s", code, body)
 	}
 }
 
-// A certificate from --metrics-cert-dir (a mounted Secret) is served, and
+func TestBadUpstream(t *testing.T) {
+	for _, up := range []string{"", "127.0.0.1:9198", "https://127.0.0.1:9198/metrics", "unix:///run/x"} {
+		_, err := metricsproxy.Listen(metricsproxy.Options{Addr: "127.0.0.1:0", Upstream: up, Kube: &rest.Config{Host: "https://127.0.0.1:1"}})
+		if err == nil || !strings.Contains(err.Error(), "upstream") {
+			t.Errorf("upstream %q: err %v", up, err)
+		}
+	}
+}
+
+// A certificate from --cert-dir (a mounted Secret) is served, and
 // a scraper that trusts it verifies the connection.
 func TestCertDir(t *testing.T) {
 	env := testenv.Start(t)
 	ns := env.Namespace(t, "metrics-cert")
-	env.BindClusterRole(t, ns, "agent", reviewRules)
+	env.BindClusterRole(t, ns, "proxy", reviewRules)
 	env.BindClusterRole(t, ns, "scraper", readerRules)
 	dir := t.TempDir()
 	crt, key, err := certutil.GenerateSelfSignedCertKey("metrics.test", []net.IP{net.IPv4(127, 0, 0, 1)}, nil)
@@ -202,7 +224,7 @@ func TestCertDir(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	_, port := serve(t, metricsserver.Options{Addr: "0.0.0.0:0", Kube: env.TokenConfig(token(t, env, ns, "agent")), CertDir: dir})
+	_, port := serve(t, metricsproxy.Options{Addr: "0.0.0.0:0", Kube: env.TokenConfig(token(t, env, ns, "proxy")), CertDir: dir})
 	pool := x509.NewCertPool()
 	if !pool.AppendCertsFromPEM(crt) {
 		t.Fatal("no certificate in the PEM")
@@ -214,13 +236,13 @@ func TestCertDir(t *testing.T) {
 	}
 }
 
-// An agent that may not create TokenReviews (its ClusterRole lacks them)
+// A proxy that may not create TokenReviews (its ClusterRole lacks them)
 // serves no one: every token is answered 500 "Authentication failed".
 func TestWithoutReviewPermissions(t *testing.T) {
 	env := testenv.Start(t)
 	ns := env.Namespace(t, "metrics-norbac")
 	env.BindClusterRole(t, ns, "scraper", readerRules)
-	_, port := serve(t, metricsserver.Options{Addr: "0.0.0.0:0", Kube: env.TokenConfig(token(t, env, ns, "agent"))})
+	_, port := serve(t, metricsproxy.Options{Addr: "0.0.0.0:0", Kube: env.TokenConfig(token(t, env, ns, "proxy"))})
 	insecure := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
 	code, body := scrape(t, insecure, "https://127.0.0.1:"+port+"/metrics", token(t, env, ns, "scraper"))
 	if code != http.StatusInternalServerError || strings.Contains(body, "mesh_cni") {

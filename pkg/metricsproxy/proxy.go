@@ -1,13 +1,13 @@
-// Package metricsserver serves the agent's /metrics. On a loopback address
-// it is plain HTTP, as only processes on the node reach it. Beyond loopback
-// it is HTTPS, and every request is authenticated with a TokenReview and
-// authorized with a SubjectAccessReview (get on the non-resource URL of the
-// request, /metrics) by controller-runtime's metrics filter, which is built
-// on k8s.io/apiserver's delegating authenticator and authorizer.
+// Package metricsproxy is mesh-cni-metrics-proxy: it serves HTTPS on a
+// node address, authenticates each request with a TokenReview and
+// authorizes it with a SubjectAccessReview (get on the non-resource URL of
+// the request, /metrics) through controller-runtime's metrics filter (built
+// on k8s.io/apiserver's delegating authenticator and authorizer), and
+// proxies GET /metrics to the agent's plain-HTTP metrics on loopback.
 //
-// Only the agent links this package: it pulls in k8s.io/apiserver, which
-// the CNI plugin must not carry.
-package metricsserver
+// The agent does not link this package: k8s.io/apiserver would add about
+// 15 MiB of RSS and 20 MB of binary to every node's agent, used or not.
+package metricsproxy
 
 import (
 	"context"
@@ -17,6 +17,8 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/httputil"
+	"net/url"
 	"path/filepath"
 	"time"
 
@@ -27,14 +29,13 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 )
 
-// Options of a metrics server.
+// Options of a metrics proxy.
 type Options struct {
-	// Addr is host:port. A host in 127.0.0.0/8, ::1 or "localhost" is
-	// loopback; anything else ("" and 0.0.0.0 included) is not.
+	// Addr is host:port to listen on with HTTPS.
 	Addr string
-	// Handler serves /metrics.
-	Handler http.Handler
-	// Kube reaches the API server for the reviews; required beyond loopback.
+	// Upstream is the agent's metrics URL, e.g. http://127.0.0.1:9198/metrics.
+	Upstream string
+	// Kube reaches the API server for the reviews; required.
 	Kube *rest.Config
 	// CertDir holds tls.crt and tls.key (a mounted Secret, reloaded when
 	// it changes); "" serves a self-signed certificate made at start.
@@ -42,65 +43,71 @@ type Options struct {
 	Log     *slog.Logger
 }
 
-// Server is a listening metrics server.
+// Server is a listening metrics proxy.
 type Server struct {
-	ln     net.Listener
-	srv    *http.Server
-	secure bool
-	certs  *certwatcher.CertWatcher // nil: self-signed or plain
-	log    *slog.Logger
+	ln    net.Listener
+	srv   *http.Server
+	certs *certwatcher.CertWatcher // nil: self-signed
+	log   *slog.Logger
 }
 
-// Loopback tells whether addr's host only takes connections from this
-// host's loopback interface.
-func Loopback(addr string) (bool, error) {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return false, fmt.Errorf("metrics address %q: %w", addr, err)
-	}
-	if host == "localhost" {
-		return true, nil
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback(), nil
-}
-
-// Listen opens the listener and, beyond loopback, sets up TLS and the
-// authentication and authorization filter.
+// Listen checks the options, sets up TLS and the authentication and
+// authorization filter, and opens the listener.
 func Listen(o Options) (*Server, error) {
 	if o.Log == nil {
 		o.Log = slog.Default()
 	}
-	loop, err := Loopback(o.Addr)
+	if o.Kube == nil {
+		return nil, fmt.Errorf("metrics proxy on %s authenticates scrapers through the API server, and there is no API access", o.Addr)
+	}
+	up, err := url.Parse(o.Upstream)
+	if err != nil || up.Scheme != "http" || up.Host == "" {
+		return nil, fmt.Errorf("upstream %q: want http://host:port/path (the agent's loopback metrics)", o.Upstream)
+	}
+	h, err := protect(o.Kube, o.Log, proxy(up, o.Log))
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{secure: !loop, log: o.Log}
-	h := o.Handler
-	var tc *tls.Config
-	if s.secure {
-		if o.Kube == nil {
-			return nil, fmt.Errorf("metrics on %s (beyond loopback) authenticate scrapers through the API server, and there is no API access", o.Addr)
-		}
-		if h, err = protect(o.Kube, o.Log, h); err != nil {
-			return nil, err
-		}
-		if tc, s.certs, err = tlsConfig(o.CertDir, o.Addr); err != nil {
-			return nil, err
-		}
+	tc, certs, err := tlsConfig(o.CertDir, o.Addr)
+	if err != nil {
+		return nil, err
 	}
 	ln, err := net.Listen("tcp", o.Addr)
 	if err != nil {
 		return nil, fmt.Errorf("listen on %s: %w", o.Addr, err)
 	}
-	if tc != nil {
-		ln = tls.NewListener(ln, tc)
-	}
-	s.ln = ln
+	s := &Server{ln: tls.NewListener(ln, tc), certs: certs, log: o.Log}
 	// TLS handshake failures (a scraper without https) as debug JSON logs.
 	s.srv = &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second,
 		ErrorLog: slog.NewLogLogger(o.Log.Handler(), slog.LevelDebug)}
 	return s, nil
+}
+
+// proxy answers GET (and HEAD) /metrics from up; nothing else.
+func proxy(up *url.URL, log *slog.Logger) http.Handler {
+	rp := &httputil.ReverseProxy{
+		Rewrite: func(r *httputil.ProxyRequest) {
+			r.Out.URL.Scheme, r.Out.URL.Host, r.Out.URL.Path, r.Out.URL.RawPath = up.Scheme, up.Host, up.Path, ""
+			r.Out.URL.RawQuery = up.RawQuery
+			r.Out.Host = up.Host
+			// The scraper's token is for the API server, not the agent.
+			r.Out.Header.Del("Authorization")
+		},
+		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			log.Warn("agent metrics unreachable", "upstream", up.String(), "err", err)
+			http.Error(w, "agent metrics unreachable", http.StatusBadGateway)
+		},
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/metrics", func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			w.Header().Set("Allow", "GET, HEAD")
+			http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+			return
+		}
+		rp.ServeHTTP(w, r)
+	})
+	return mux
 }
 
 // protect wraps h in controller-runtime's TokenReview and
@@ -136,7 +143,7 @@ func tlsConfig(certDir, addr string) (*tls.Config, *certwatcher.CertWatcher, err
 	if host, _, _ := net.SplitHostPort(addr); net.ParseIP(host) != nil && !net.ParseIP(host).IsUnspecified() {
 		ips = append(ips, net.ParseIP(host))
 	}
-	crt, key, err := certutil.GenerateSelfSignedCertKey("mesh-cni-agent", ips, nil)
+	crt, key, err := certutil.GenerateSelfSignedCertKey("mesh-cni-metrics-proxy", ips, nil)
 	if err != nil {
 		return nil, nil, fmt.Errorf("self-signed metrics certificate: %w", err)
 	}
@@ -150,9 +157,6 @@ func tlsConfig(certDir, addr string) (*tls.Config, *certwatcher.CertWatcher, err
 
 // Addr is the address the server listens on.
 func (s *Server) Addr() net.Addr { return s.ln.Addr() }
-
-// Secure tells whether it serves HTTPS with authentication.
-func (s *Server) Secure() bool { return s.secure }
 
 // Serve serves until ctx ends.
 func (s *Server) Serve(ctx context.Context) error {
@@ -170,7 +174,7 @@ func (s *Server) Serve(ctx context.Context) error {
 		s.srv.Shutdown(sctx)
 	}()
 	if err := s.srv.Serve(s.ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-		return fmt.Errorf("metrics server: %w", err)
+		return fmt.Errorf("metrics proxy: %w", err)
 	}
 	return nil
 }
