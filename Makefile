@@ -22,6 +22,7 @@ build:
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/mesh-cnictl ./ctl
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/mesh-cni-agent ./installer
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/mesh-cni-validator ./validator
+	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/mesh-cni-metrics-proxy ./metricsproxy
 
 ## test: every test (the README's test command)
 test: deps build k8s-bins istio-bins test-unit test-fuzz test-chart test-e2e-ci
@@ -92,7 +93,7 @@ IMAGE_TAR := $(MESH_CNI_CACHE)/images/mesh-cni-$(VERSION).tar
 
 ## image: the FROM scratch image with the static binaries (classic builder)
 image: build
-	@for b in mesh-cni mesh-cni-agent mesh-cni-validator; do \
+	@for b in mesh-cni mesh-cni-agent mesh-cni-validator mesh-cni-metrics-proxy; do \
 	  [ -x $(BIN)/$$b ] || { echo "image: bin/$$b is missing (make build)"; exit 1; }; done
 	@bash hack/docker.sh
 	DOCKER_BUILDKIT=0 docker build -q -t $(IMAGE) .

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/mesh-cni/mesh-cni/pkg/agent"
 	meshconfig "github.com/mesh-cni/mesh-cni/pkg/config"
 )
 
@@ -55,7 +56,7 @@ func parseFlags(args []string) (*config, error) {
 	fs.StringVar(&c.pluginBinary, "plugin-binary", "/mesh-cni", "plugin binary in the image")
 	fs.StringVar(&c.logLevel, "log-level", meshconfig.DefaultLogLevel, strings.Join(meshconfig.LogLevels, ", "))
 	fs.StringVar(&c.probeAddr, "probe-addr", ":9196", "address for /healthz and /readyz")
-	fs.StringVar(&c.metricsAddr, "metrics-addr", ":9197", "address for /metrics")
+	fs.StringVar(&c.metricsAddr, "metrics-addr", "127.0.0.1:9197", "loopback address for /metrics (plain HTTP); beyond loopback run mesh-cni-metrics-proxy in front of it")
 	fs.StringVar(&c.nodeName, "node-name", os.Getenv("NODE_NAME"), "this node's name")
 	fs.StringVar(&c.namespace, "namespace", os.Getenv("POD_NAMESPACE"), "the agent's namespace")
 	fs.StringVar(&c.daemonSetName, "daemonset-name", "mesh-cni", "the agent's DaemonSet")
@@ -103,6 +104,15 @@ func parseFlags(args []string) (*config, error) {
 	}
 	if c.pluginServiceAccount != "" && c.namespace == "" {
 		return nil, fmt.Errorf("--plugin-service-account=%s needs --namespace (or POD_NAMESPACE)", c.pluginServiceAccount)
+	}
+	// Nothing unauthenticated on the node's addresses: beyond loopback,
+	// mesh-cni-metrics-proxy serves /metrics with TokenReview and
+	// SubjectAccessReview, and the agent stays on loopback behind it.
+	if loop, err := agent.Loopback(c.metricsAddr); err != nil {
+		return nil, fmt.Errorf("--metrics-addr: %w", err)
+	} else if !loop {
+		return nil, fmt.Errorf("--metrics-addr=%s is beyond loopback: the agent serves /metrics as plain HTTP on loopback only; "+
+			"serve it beyond loopback with mesh-cni-metrics-proxy (HTTPS, TokenReview and SubjectAccessReview), as the chart does for metrics.bindAddress", c.metricsAddr)
 	}
 	if c.logLevel == "" { // the chart's logLevel left null
 		c.logLevel = meshconfig.DefaultLogLevel

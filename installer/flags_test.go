@@ -21,7 +21,7 @@ func TestFlagsEnvAndCommandLine(t *testing.T) {
 	if c.logLevel != "warn" {
 		t.Errorf("command line should win over env: %s", c.logLevel)
 	}
-	if c.cniConfDir != "/host/etc/cni/net.d" || c.probeAddr != ":9196" || c.metricsAddr != ":9197" || !c.repair || c.uninstallMode != "auto" {
+	if c.cniConfDir != "/host/etc/cni/net.d" || c.probeAddr != ":9196" || c.metricsAddr != "127.0.0.1:9197" || !c.repair || c.uninstallMode != "auto" {
 		t.Errorf("defaults: %+v", c)
 	}
 }
@@ -37,6 +37,20 @@ func TestFlagsRejected(t *testing.T) {
 	} {
 		if _, err := parseFlags(args); err == nil {
 			t.Errorf("%v accepted", args)
+		}
+	}
+	// /metrics beyond loopback is the metrics proxy's job.
+	for _, addr := range []string{":9197", "0.0.0.0:9197", "[::]:9197", "10.0.0.5:9197", "9197"} {
+		_, err := parseFlags([]string{"--metrics-addr=" + addr})
+		if err == nil {
+			t.Errorf("--metrics-addr=%s accepted", addr)
+		} else if addr != "9197" && !strings.Contains(err.Error(), "mesh-cni-metrics-proxy") {
+			t.Errorf("--metrics-addr=%s: %v, want a pointer to the metrics proxy", addr, err)
+		}
+	}
+	for _, addr := range []string{"127.0.0.1:9198", "[::1]:9197", "localhost:0"} {
+		if _, err := parseFlags([]string{"--metrics-addr=" + addr}); err != nil {
+			t.Errorf("--metrics-addr=%s: %v", addr, err)
 		}
 	}
 	t.Setenv("MESH_CNI_CHAINED", "maybe")

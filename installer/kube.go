@@ -35,13 +35,7 @@ type clients struct {
 // newClients builds them from the pod's service account, reading the token
 // file on every refresh so rotation needs nothing from us.
 func newClients(o kubeconfig.Options) (*clients, error) {
-	rc := &rest.Config{
-		Host:            o.Server(),
-		BearerTokenFile: o.TokenPath,
-		TLSClientConfig: rest.TLSClientConfig{CAFile: o.CAPath},
-		UserAgent:       "mesh-cni-agent/" + version.Version,
-		Timeout:         30 * time.Second,
-	}
+	rc := restConfig(o)
 	// One HTTP client (one connection pool, one token source) for both.
 	hc, err := rest.HTTPClientFor(rc)
 	if err != nil {
@@ -56,6 +50,17 @@ func newClients(o kubeconfig.Options) (*clients, error) {
 		return nil, err
 	}
 	return &clients{core: core, apps: apps}, nil
+}
+
+// restConfig reaches the API server as the pod's service account.
+func restConfig(o kubeconfig.Options) *rest.Config {
+	return &rest.Config{
+		Host:            o.Server(),
+		BearerTokenFile: o.TokenPath,
+		TLSClientConfig: rest.TLSClientConfig{CAFile: o.CAPath},
+		UserAgent:       "mesh-cni-agent/" + version.Version,
+		Timeout:         30 * time.Second,
+	}
 }
 
 // publisher patches the status annotation onto this node.

@@ -48,6 +48,11 @@ func ServeHTTP(ctx context.Context, addr string, h http.Handler) error {
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", addr, err)
 	}
+	return ServeListener(ctx, ln, h)
+}
+
+// ServeListener serves h on ln until ctx ends.
+func ServeListener(ctx context.Context, ln net.Listener, h http.Handler) error {
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
 	go func() {
 		<-ctx.Done()
@@ -59,4 +64,19 @@ func ServeHTTP(ctx context.Context, addr string, h http.Handler) error {
 		return err
 	}
 	return nil
+}
+
+// Loopback tells whether addr's host only takes connections from this
+// host's loopback interface: 127.0.0.0/8, ::1 (also v4-mapped) or
+// "localhost". "" and 0.0.0.0 are every address, not loopback.
+func Loopback(addr string) (bool, error) {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false, fmt.Errorf("address %q: %w", addr, err)
+	}
+	if host == "localhost" {
+		return true, nil
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback(), nil
 }

@@ -25,6 +25,7 @@ var Generated = []struct {
 }{
 	{"base", nil},
 	{"components/gke-quota", map[string]any{"resourceQuota": map[string]any{"enabled": true}}},
+	{"components/metrics-auth", map[string]any{"metrics": map[string]any{"bindAddress": ""}}},
 	{"components/openshift-scc-nad", map[string]any{"openshift": map[string]any{
 		"scc":                         map[string]any{"enabled": true},
 		"networkAttachmentDefinition": map[string]any{"enabled": true},

@@ -72,6 +72,7 @@ func TestComponentsMatchValues(t *testing.T) {
 		{"repair-off", map[string]any{"repair": map[string]any{"enabled": false}}},
 		{"startup-taint", map[string]any{"startupTaint": map[string]any{"enabled": true}}},
 		{"gke-quota", map[string]any{"resourceQuota": map[string]any{"enabled": true}}},
+		{"metrics-auth", map[string]any{"metrics": map[string]any{"bindAddress": ""}}},
 		{"openshift-scc-nad", map[string]any{"platform": "openshift", "cni": map[string]any{
 			"binDir": "/opt/cni/bin", "confDir": "/etc/cni/net.d"}}},
 	} {

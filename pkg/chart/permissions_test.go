@@ -9,7 +9,9 @@ import (
 
 // docs/permissions.md lists exactly the permissions the chart can grant:
 // every (account, group, resource, verb) of every ClusterRole and Role
-// rendered with each feature on, the `helm test` hooks' included.
+// rendered with each feature on, the `helm test` hooks' included, and the
+// non-resource URLs of the metrics-reader role (account "scraper", group
+// "non-resource URL").
 func TestPermissionsDoc(t *testing.T) {
 	rendered := map[string]bool{}
 	for _, vals := range []map[string]any{
@@ -17,6 +19,7 @@ func TestPermissionsDoc(t *testing.T) {
 		{"repair": map[string]any{"policy": "delete"}},
 		{"repair": map[string]any{"policy": "label"}},
 		{"openshift": map[string]any{"scc": map[string]any{"enabled": true}}},
+		{"metrics": map[string]any{"bindAddress": ""}},
 	} {
 		r, err := Render(chartDir, Options{Values: vals})
 		if err != nil {
@@ -37,10 +40,17 @@ func TestPermissionsDoc(t *testing.T) {
 				account = "plugin"
 			case strings.HasSuffix(o.Name, "-test"):
 				account = "helm test"
+			case strings.HasSuffix(o.Name, "-metrics-reader"):
+				account = "scraper"
 			}
 			rules, _ := o.Raw["rules"].([]any)
 			for _, x := range rules {
 				rule := x.(map[string]any)
+				for _, u := range strs(rule["nonResourceURLs"]) {
+					for _, v := range strs(rule["verbs"]) {
+						rendered[account+" non-resource URL "+u+" "+v] = true
+					}
+				}
 				for _, g := range strs(rule["apiGroups"]) {
 					if g == "" {
 						g = "core"
@@ -62,7 +72,7 @@ func TestPermissionsDoc(t *testing.T) {
 	documented := map[string]bool{}
 	for _, line := range strings.Split(string(b), "\n") {
 		cells := strings.Split(line, "|")
-		if len(cells) < 6 || !strings.HasPrefix(line, "| agent") && !strings.HasPrefix(line, "| plugin") && !strings.HasPrefix(line, "| helm test") {
+		if len(cells) < 6 || !strings.HasPrefix(line, "| agent") && !strings.HasPrefix(line, "| plugin") && !strings.HasPrefix(line, "| helm test") && !strings.HasPrefix(line, "| scraper") {
 			continue
 		}
 		account, g, res := strings.TrimSpace(cells[1]), strings.TrimSpace(cells[2]), strings.TrimSpace(cells[3])

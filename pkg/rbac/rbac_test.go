@@ -363,6 +363,7 @@ func TestPluginTokenOnlyGetsPods(t *testing.T) {
 	sa, _, rules := installRules(t, env, "mesh-cni", ns, map[string]any{
 		"repair":       map[string]any{"enabled": true, "policy": "label"},
 		"startupTaint": map[string]any{"enabled": true},
+		"metrics":      map[string]any{"bindAddress": ""}, // tokenreviews, subjectaccessreviews
 	})
 	c := agentClient(t, env, ns, sa, "plugin-node")
 	apps := env.Namespace(t, "apps")

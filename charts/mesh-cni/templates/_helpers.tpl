@@ -32,6 +32,27 @@ Names and labels.
 {{- if contains ":" $h }}[{{ $h }}]:{{ $p }}{{ else }}{{ $h }}:{{ $p }}{{ end }}
 {{- end }}
 
+{{/* "true" when /metrics listens beyond loopback (then the metrics-proxy
+container serves it as HTTPS, each request authenticated and authorized
+through the API server), else "". The agent decides the same way
+(pkg/agent.Loopback) and refuses a --metrics-addr beyond loopback. */}}
+{{- define "mesh-cni.metricsSecure" -}}
+{{- $h := .Values.metrics.bindAddress | toString }}
+{{- if not (or (eq $h "localhost") (eq $h "::1") (hasPrefix "127." $h)) }}true{{ end }}
+{{- end }}
+
+{{/* The agent's loopback metrics port behind the metrics proxy:
+metrics.internalPort, 0 meaning metrics.port + 1. Not metrics.port itself
+nor probes.port: with host networking they would clash on the node. */}}
+{{- define "mesh-cni.metricsInternalPort" -}}
+{{- $m := .Values.metrics }}
+{{- $p := int (default (add1 (int $m.port)) $m.internalPort) }}
+{{- if or (eq $p (int $m.port)) (eq $p (int .Values.probes.port)) (gt $p 65535) }}
+{{- fail (printf "metrics.internalPort=%d (the agent's loopback metrics behind the proxy) must differ from metrics.port and probes.port and be at most 65535" $p) }}
+{{- end }}
+{{- $p }}
+{{- end }}
+
 {{/* The plugin's own ServiceAccount: get pods, nothing else. */}}
 {{- define "mesh-cni.pluginServiceAccountName" -}}
 {{- default (printf "%s-plugin" (include "mesh-cni.fullname" .) | trunc 63 | trimSuffix "-") .Values.pluginServiceAccount.name }}
