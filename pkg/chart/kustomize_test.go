@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"sort"
 	"strings"
 	"testing"
@@ -228,5 +229,61 @@ func compareObjects(t *testing.T, want, got map[string]any) {
 	}
 	if len(want) == 0 || !strings.Contains(strings.Join(ids, " "), "DaemonSet/") {
 		t.Errorf("nothing to compare: %v", ids)
+	}
+}
+
+// The kustomize README's patch for API servers older than 1.30 builds
+// exactly what the chart renders for such a version: the base without the
+// own-node admission policy and its binding.
+func TestKustomizeReadmeDropsAdmissionPolicy(t *testing.T) {
+	readme, err := os.ReadFile(filepath.Join(kustomizeDir, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile("(?s)```yaml\n(patches:\n.*?\\$patch: delete.*?)```").FindSubmatch(readme)
+	if m == nil {
+		t.Fatal("kustomize/README.md has no patches block with $patch: delete")
+	}
+	dir := t.TempDir()
+	abs, err := filepath.Abs(filepath.Join(kustomizeDir, "base"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	base, err := filepath.Rel(dir, abs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n  - " + base + "\n" + string(m[1])
+	if err := os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(k), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	got := build(t, dir)
+	v := BaseValues()
+	r, err := Render(chartDir, Options{Values: v, KubeVersion: "v1.29.0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs, err := Objects(r.Manifest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]any{}
+	for _, o := range objs {
+		StripHelm(o.Raw)
+		ns, _ := o.Raw["metadata"].(map[string]any)["namespace"].(string)
+		want[o.Kind+"/"+ns+"/"+o.Name] = normalize(o.Raw)
+	}
+	for key := range got {
+		if strings.HasPrefix(key, "ValidatingAdmissionPolicy") {
+			t.Errorf("%s survives the README's patch", key)
+		}
+	}
+	if len(got) != len(want) {
+		t.Errorf("the README's overlay builds %d objects, the chart for 1.29 renders %d", len(got), len(want))
+	}
+	for key, o := range want {
+		if !reflect.DeepEqual(got[key], o) {
+			t.Errorf("%s differs from the chart's render for 1.29", key)
+		}
 	}
 }
