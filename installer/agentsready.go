@@ -26,7 +26,8 @@ func agentsReady(args []string, stdout, stderr io.Writer) int {
 	name := fs.String("daemonset", "mesh-cni", "the agent DaemonSet")
 	tokenPath := fs.String("token-path", "/var/run/secrets/kubernetes.io/serviceaccount/token", "projected service-account token")
 	caPath := fs.String("ca-path", "", "API server CA bundle (empty: ca.crt next to the token)")
-	timeout := fs.Duration("timeout", 30*time.Second, "bound on the API request")
+	timeout := fs.Duration("timeout", 30*time.Second, "bound on each API request")
+	wait := fs.Duration("wait", 3*time.Minute, "how long agents may take to become ready (right after an install or upgrade they are still starting)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -53,9 +54,9 @@ func agentsReady(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return fail(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
-	defer cancel()
-	sum, err := rollout.Check(ctx, c.apps, *ns, *name)
+	sum, err := rollout.Wait(context.Background(), c.apps, *ns, *name, *timeout, *wait, func(sum string) {
+		fmt.Fprintf(stdout, "waiting: %s\n", sum)
+	})
 	if err != nil {
 		return fail(err)
 	}

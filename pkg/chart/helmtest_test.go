@@ -1,6 +1,7 @@
 package chart
 
 import (
+	"bufio"
 	"context"
 	"fmt"
 	"net/url"
@@ -260,11 +261,14 @@ func agentsReady(t *testing.T, env *testenv.Env, c *apiClient, rel string, r *Re
 		t.Fatal(err)
 	}
 	bin := testenv.GoBinary(t, "installer", "mesh-cni-agent")
-	run := func() (string, error) {
-		t.Helper()
-		cmd := exec.Command(bin, append(command[1:], "--token-path="+filepath.Join(dir, "token"))...)
+	cmdFor := func(extra ...string) *exec.Cmd {
+		cmd := exec.Command(bin, append(append(command[1:], "--token-path="+filepath.Join(dir, "token")), extra...)...)
 		cmd.Env = append(os.Environ(), "KUBERNETES_SERVICE_HOST="+u.Hostname(), "KUBERNETES_SERVICE_PORT="+u.Port())
-		out, err := cmd.CombinedOutput()
+		return cmd
+	}
+	run := func(extra ...string) (string, error) {
+		t.Helper()
+		out, err := cmdFor(extra...).CombinedOutput()
 		return string(out), err
 	}
 	setStatus := func(ready int32) {
@@ -281,8 +285,32 @@ func agentsReady(t *testing.T, env *testenv.Env, c *apiClient, rel string, r *Re
 	}
 
 	setStatus(2)
-	if out, err := run(); err == nil || !strings.Contains(out, "3 desired, 3 updated, 2 ready") {
-		t.Errorf("agents-ready with a node whose agent is not ready: %v\n%s", err, out)
+	if out, err := run("--wait=1s"); err == nil || !strings.Contains(out, "3 desired, 3 updated, 2 ready") || !strings.Contains(out, "not ready after 1s") {
+		t.Errorf("agents-ready with a node whose agent stays not ready: %v\n%s", err, out)
+	}
+	// Right after an install the agents are still starting: the pod, as
+	// rendered, waits for them instead of failing at its first look.
+	cmd := cmdFor()
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	lines := bufio.NewScanner(stdout)
+	if !lines.Scan() || !strings.HasPrefix(lines.Text(), "waiting: ") {
+		t.Fatalf("agents-ready did not report waiting: %q %s", lines.Text(), stderr.String())
+	}
+	setStatus(3)
+	var last string
+	for lines.Scan() {
+		last = lines.Text()
+	}
+	if err := cmd.Wait(); err != nil || !strings.Contains(last, "every node's agent is ready") {
+		t.Errorf("agents-ready once the last agent became ready: %v %q %s", err, last, stderr.String())
 	}
 	setStatus(3)
 	if out, err := run(); err != nil || !strings.Contains(out, "every node's agent is ready") {

@@ -7,11 +7,46 @@ package rollout
 import (
 	"context"
 	"fmt"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	appsv1client "k8s.io/client-go/kubernetes/typed/apps/v1"
 )
+
+// pollEvery is how often Wait reads the DaemonSet again.
+const pollEvery = 2 * time.Second
+
+// Wait checks the DaemonSet until every node runs an updated, ready agent,
+// for at most wait, each request bounded by timeout; progress gets each
+// summary that is not ready yet. A refused or missing DaemonSet fails at
+// once: waiting cannot change that. The error is the last reason.
+func Wait(ctx context.Context, c appsv1client.DaemonSetsGetter, ns, name string, timeout, wait time.Duration, progress func(string)) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	tick := time.NewTicker(pollEvery)
+	defer tick.Stop()
+	for {
+		rctx, rcancel := context.WithTimeout(ctx, timeout)
+		sum, err := Check(rctx, c, ns, name)
+		rcancel()
+		if err == nil {
+			return sum, nil
+		}
+		if apierrors.IsForbidden(err) || apierrors.IsNotFound(err) || apierrors.IsUnauthorized(err) {
+			return sum, err
+		}
+		if sum != "" && progress != nil {
+			progress(sum)
+		}
+		select {
+		case <-ctx.Done():
+			return sum, fmt.Errorf("not ready after %v: %w", wait, err)
+		case <-tick.C:
+		}
+	}
+}
 
 // Check gets DaemonSet ns/name and returns Status of it.
 func Check(ctx context.Context, c appsv1client.DaemonSetsGetter, ns, name string) (string, error) {
