@@ -98,9 +98,13 @@ func refused(ctx context.Context, why string, breakIt func(context.Context) stri
 	ns := newNamespace(ctx, "e2e-refuse")
 	peer := startPods(ctx, ns, plainPod("peer", b))["peer"]
 	old := startPods(ctx, ns, meshedPod("old", a, linkerd, nil))["old"]
+	// Every node the agent runs on: the rollout that breaks the settings
+	// may stop first on the control plane, which takes no ordinary pods.
 	conf := map[string]string{}
-	for _, n := range schedulableNodes(ctx) {
-		_, conf[n] = primaryConf(nodeByName(n))
+	all, err := provider().ListNodes(env.Cluster)
+	Expect(err).NotTo(HaveOccurred())
+	for _, n := range all {
+		_, conf[n.String()] = primaryConf(n)
 	}
 
 	By("breaking the agent's settings (" + why + ")")
@@ -126,13 +130,13 @@ func refused(ctx context.Context, why string, breakIt func(context.Context) stri
 	Expect(now).To(Equal(conf[node]), "the primary's conflist on %s changed", node)
 
 	By("pods still start on " + node + ": kube-system, and meshed ones meshed by the kept entry")
-	sys := plainPod(fmt.Sprintf("e2e-refuse-%d", time.Now().UnixNano()%100000), node)
+	sys := onAnyNode(plainPod(fmt.Sprintf("e2e-refuse-%d", time.Now().UnixNano()%100000), node))
 	sys.Spec.Containers[0].SecurityContext = restricted(appUID)
 	startPods(ctx, "kube-system", sys)
 	DeferCleanup(func(ctx SpecContext) {
 		_ = client.CoreV1().Pods("kube-system").Delete(ctx, sys.Name, metav1.DeleteOptions{})
 	})
-	fresh := startPods(ctx, ns, meshedPod("fresh", node, linkerd, nil))["fresh"]
+	fresh := startPods(ctx, ns, onAnyNode(meshedPod("fresh", node, linkerd, nil)))["fresh"]
 	Expect(meshedOutbound(ns, fresh.Name, peer.Status.PodIP)).To(BeTrue(), "a pod started while the settings were refused is unmeshed")
 
 	By("DEL of a pod that ran before succeeds")
@@ -229,4 +233,12 @@ func nodeWarnings(ctx context.Context, node, reason string) []string {
 		}
 	}
 	return msgs
+}
+
+// onAnyNode lets a pod pinned to a node run there even when it is a
+// control-plane node (its NoSchedule taint), as the agent does.
+func onAnyNode(p *corev1.Pod) *corev1.Pod {
+	p.Spec.Tolerations = append(p.Spec.Tolerations, corev1.Toleration{
+		Key: "node-role.kubernetes.io/control-plane", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule})
+	return p
 }
