@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -23,6 +24,7 @@ import (
 	"github.com/containernetworking/cni/pkg/types"
 	"github.com/containernetworking/plugins/pkg/ns"
 	"github.com/containernetworking/plugins/pkg/testutils"
+	"golang.org/x/sys/unix"
 
 	"github.com/mesh-cni/mesh-cni/pkg/mesh"
 	"github.com/mesh-cni/mesh-cni/pkg/node"
@@ -140,6 +142,10 @@ type nodeEnv struct {
 	mu     sync.Mutex
 	pods   map[string]mesh.Pod // the agent's pod cache
 	events []node.Event
+	passed [][]int // per event, the fds it carried
+	// holdFDs keeps passed fds open until the test ends (the agent closes
+	// them at once): a test can then look at the netns they reference.
+	holdFDs bool
 }
 
 func newNodeEnv(t *testing.T) *nodeEnv {
@@ -161,21 +167,75 @@ func newNodeEnv(t *testing.T) *nodeEnv {
 	}
 	t.Cleanup(func() { rc.Close() })
 	go func() {
-		buf := make([]byte, 64<<10)
+		buf, oob := make([]byte, 64<<10), make([]byte, unix.CmsgSpace(16*4))
 		for {
-			n, err := rc.Read(buf)
+			n, oobn, _, _, err := rc.ReadMsgUnix(buf, oob)
 			if err != nil {
 				return
 			}
+			fds := passedFDs(t, oob[:oobn])
 			var ev node.Event
+			e.mu.Lock()
 			if json.Unmarshal(buf[:n], &ev) == nil {
-				e.mu.Lock()
 				e.events = append(e.events, ev)
-				e.mu.Unlock()
+				e.passed = append(e.passed, fds)
 			}
+			if !e.holdFDs {
+				e.closeFDs(fds)
+			}
+			e.mu.Unlock()
 		}
 	}()
+	t.Cleanup(func() {
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		if e.holdFDs {
+			for _, fds := range e.passed {
+				e.closeFDs(fds)
+			}
+		}
+	})
 	return e
+}
+
+// passedFDs are the fds a report carried (SCM_RIGHTS), kept open as the
+// agent would until it closes them, so tests can look at what was passed
+// and at the netns while it is still referenced.
+func passedFDs(t *testing.T, oob []byte) []int {
+	msgs, err := unix.ParseSocketControlMessage(oob)
+	if err != nil {
+		t.Errorf("report control data: %v", err)
+		return nil
+	}
+	var fds []int
+	for _, m := range msgs {
+		r, err := unix.ParseUnixRights(&m)
+		if err != nil {
+			t.Errorf("report control data: %v", err)
+		}
+		fds = append(fds, r...)
+	}
+	return fds
+}
+
+func (e *nodeEnv) closeFDs(fds []int) {
+	for _, fd := range fds {
+		unix.Close(fd)
+	}
+}
+
+func (e *nodeEnv) holdPassedFDs() {
+	e.mu.Lock()
+	e.holdFDs = true
+	e.mu.Unlock()
+}
+
+// reportedFDs returns, per report so far, the fds it carried (closed
+// already unless holdFDs).
+func (e *nodeEnv) reportedFDs() [][]int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return slices.Clone(e.passed)
 }
 
 // startAgent serves the agent's pod cache on the unix socket, speaking the

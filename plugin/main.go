@@ -10,6 +10,7 @@ import (
 	"github.com/containernetworking/cni/pkg/skel"
 	"github.com/containernetworking/cni/pkg/version"
 
+	"github.com/mesh-cni/mesh-cni/pkg/backend/nftables"
 	bv "github.com/mesh-cni/mesh-cni/pkg/version"
 )
 
@@ -18,6 +19,7 @@ func main() {
 	// wakes more threads, whose start-up and cross-CPU TLB flushes cost
 	// ~0.6 ms of a ~5 ms ADD (bench/plugin, docs/benchmarks.md).
 	runtime.GOMAXPROCS(1)
+	nftables.KeepSockets() // report hands them to the agent
 	if os.Getenv("CNI_COMMAND") == "" && len(os.Args) > 1 && isSubcommand(os.Args[1]) {
 		os.Exit(runCLI(os.Args[1:], os.Stdout, os.Stderr))
 	}

@@ -5,6 +5,9 @@ import (
 	"net"
 	"time"
 
+	"golang.org/x/sys/unix"
+
+	"github.com/mesh-cni/mesh-cni/pkg/backend/nftables"
 	"github.com/mesh-cni/mesh-cni/pkg/config"
 	"github.com/mesh-cni/mesh-cni/pkg/node"
 )
@@ -15,7 +18,17 @@ const reportDeadline = 20 * time.Millisecond
 
 // report sends ev to the agent's unixgram socket. It never blocks for long
 // and never fails the verb: a missing agent or a full queue drops the event.
+// The datagram carries the verb's nf_tables sockets (nftables.KeepSockets):
+// the agent closes them, so the kernel's wait on the last close (~10 ms
+// after a deletion) is not on the pod's path. Without an agent they are
+// closed here.
 func report(path string, ev node.Event, start time.Time) {
+	fds := nftables.TakeSockets()
+	defer func() {
+		for _, fd := range fds {
+			unix.Close(fd)
+		}
+	}()
 	ev.Seconds = time.Since(start).Seconds()
 	b, err := json.Marshal(ev)
 	if err != nil {
@@ -27,7 +40,28 @@ func report(path string, ev node.Event, start time.Time) {
 	}
 	defer c.Close()
 	_ = c.SetWriteDeadline(time.Now().Add(reportDeadline))
-	_, _ = c.Write(b)
+	var oob []byte
+	if len(fds) > 0 {
+		oob = unix.UnixRights(fds...)
+	}
+	_ = sendmsg(c.(*net.UnixConn), b, oob)
+}
+
+// sendmsg writes one datagram with control data on a connected socket
+// (net refuses WriteMsgUnix there), within the connection's deadline.
+func sendmsg(c *net.UnixConn, b, oob []byte) error {
+	rc, err := c.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var serr error
+	if err := rc.Write(func(fd uintptr) bool {
+		serr = unix.Sendmsg(int(fd), b, oob, nil, 0)
+		return serr != unix.EAGAIN
+	}); err != nil {
+		return err
+	}
+	return serr
 }
 
 // failed marks ev as failed with err's text, which the agent puts in a

@@ -9,6 +9,8 @@ import (
 	"os"
 	"path/filepath"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/mesh-cni/mesh-cni/pkg/metrics"
 	"github.com/mesh-cni/mesh-cni/pkg/node"
 )
@@ -49,14 +51,18 @@ func ServeReportsTo(ctx context.Context, path string, log *slog.Logger, on func(
 		conn.Close()
 	}()
 	buf := make([]byte, 64*1024)
+	oob := make([]byte, unix.CmsgSpace(maxPassedFDs*4))
+	closer := newFDCloser()
+	defer close(closer)
 	for {
-		n, _, err := conn.ReadFromUnix(buf)
+		n, oobn, _, _, err := conn.ReadMsgUnix(buf, oob)
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil
 			}
 			return fmt.Errorf("read report socket: %w", err)
 		}
+		closer.closeAll(passedFDs(oob[:oobn]))
 		var ev node.Event
 		if err := json.Unmarshal(buf[:n], &ev); err != nil || ev.Command == "" || ev.Decision == "" {
 			metrics.ReportsDropped.Inc()

@@ -85,7 +85,7 @@ func (b *Backend) fail(netnsPath string, err error) error {
 // caller: each transient socket would cost a thread switch into the netns
 // and back.
 func dial(nsfd int) (*nftables.Conn, error) {
-	c, err := nftables.New(nftables.WithNetNSFd(nsfd), nftables.AsLasting())
+	c, err := nftables.New(nftables.WithNetNSFd(nsfd), nftables.AsLasting(), keepOption())
 	if err != nil {
 		return nil, fmt.Errorf("nftables netlink: %w", err)
 	}
@@ -240,10 +240,11 @@ func unsupported(err error) bool {
 // creates and removes a table would cost an RCU grace period (milliseconds)
 // on every plugin run.
 func Available() error {
-	c, err := nftables.New()
+	c, err := nftables.New(nftables.AsLasting(), keepOption())
 	if err != nil {
 		return fmt.Errorf("nftables netlink: %w", err)
 	}
+	defer c.CloseLasting()
 	if _, err := c.ListTablesOfFamily(nftables.TableFamilyINet); err != nil {
 		return fmt.Errorf("kernel has no nf_tables: %w", err)
 	}
