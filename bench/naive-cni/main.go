@@ -54,10 +54,16 @@ func cmdAdd(args *skel.CmdArgs) error {
 		}
 		fams = append(fams, f)
 	}
-	d, err := mesh.Decide(map[string]mesh.Config{mesh.Istio: {}, mesh.Linkerd: {}},
+	// Like the exec-per-rule plugins, decide from the annotations alone:
+	// trust them (the profiles' default asks for the pod spec).
+	trust := true
+	d, err := mesh.Decide(map[string]mesh.Config{mesh.Istio: {TrustAnnotations: &trust}, mesh.Linkerd: {TrustAnnotations: &trust}},
 		mesh.Pod{Annotations: c.RuntimeConfig.Annotations}, fams)
 	if err != nil {
 		return err
+	}
+	if d.NeedSpec {
+		return fmt.Errorf("naive-cni: the annotations cannot decide (%s)", d.Reason)
 	}
 	if d.Meshed {
 		rs := rules.Generate(*d.Spec)

@@ -1,9 +1,13 @@
 // Command plugin-bench measures what mesh-cni adds to pod network setup:
 // ADD and DEL latency through libcni, chained after Debian's ptp, per
-// backend, next to ptp alone and to an exec-per-rule baseline, all in one
-// run (absolute times drift between runs; the deltas are what count).
+// backend, next to ptp alone, a do-nothing Go plugin, an exec-per-rule
+// baseline and Istio's own CNI plugin (istio-cni, iptables and nftables
+// modes), all in one run (absolute times drift between runs; the deltas are
+// what count). Istio's plugin and mesh-cni's API-lookup mode GET each pod
+// from a real kube-apiserver (pkg/testenv) holding the bench pods.
 //
-//	go run ./bench/plugin -plugin bin/mesh-cni -naive bin/naive-cni -out docs/benchmarks.md
+//	go run ./bench/plugin -plugin bin/mesh-cni -naive bin/naive-cni -null bin/null-cni \
+//	    -istio-cni "$(bash hack/build-istio.sh istio-cni | tail -n1)/istio-cni" -out docs/benchmarks.md
 package main
 
 import (
@@ -13,7 +17,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -26,16 +29,25 @@ import (
 
 const refPlugins = "/usr/lib/cni"
 
-var istioPod = map[string]string{
-	"sidecar.istio.io/status": `{"initContainers":null,"containers":["istio-proxy"],"volumes":["istio-envoy"],"imagePullSecrets":null,"revision":"default"}`,
-}
-
-const nullChain = "ptp + null Go plugin (floor)"
+// Chain names the report refers to.
+const (
+	nullChain      = "ptp + null Go plugin (floor)"
+	meshNft        = "ptp + mesh-cni (nftables)"
+	meshIptNft     = "ptp + mesh-cni (iptables-nft)"
+	meshIptLegacy  = "ptp + mesh-cni (iptables-legacy)"
+	meshLookup     = "ptp + mesh-cni (nftables, API lookup)"
+	istioIptables  = "ptp + istio-cni (iptables-nft)"
+	istioNftables  = "ptp + istio-cni (nftables)"
+	noAgentSocket  = "/run/mesh-cni-bench/no-agent.sock"
+	noReportSocket = "/run/mesh-cni-bench/none.sock"
+)
 
 // chain is one conflist under test.
 type chain struct {
 	name   string
 	plugin map[string]any // the entry after ptp; nil: ptp alone
+	api    bool           // the plugin GETs the pod from the API server
+	check  *ruleCheck     // what its ADD leaves in the pod's netns; nil: nothing to see
 }
 
 // run is one load shape.
@@ -52,10 +64,16 @@ type result struct {
 	errs       int
 }
 
+// cleanups run at exit, also when the benchmark fails.
+var cleanups []func()
+
 func main() {
 	pluginBin := flag.String("plugin", "bin/mesh-cni", "mesh-cni binary")
 	naiveBin := flag.String("naive", "bin/naive-cni", "exec-per-rule baseline plugin binary")
 	nullBin := flag.String("null", "bin/null-cni", "do-nothing Go plugin binary (the floor of any exec'd Go plugin)")
+	istioBin := flag.String("istio-cni", "", "Istio's istio-cni plugin binary (default: built or found by hack/build-istio.sh)")
+	k8sBins := flag.String("k8s-bins", "", "directory with etcd and kube-apiserver (default: pkg/testenv's, built when missing)")
+	podFile := flag.String("pod", "pkg/contract/testdata/istio/default.yaml", "the pod as Istio's injector wrote it; every bench pod is a copy")
 	only := flag.String("only", "", "comma-separated: run only the chains whose name contains one of these (quick comparisons)")
 	out := flag.String("out", "", "write the markdown report here (default: stdout)")
 	scale := flag.Float64("scale", 1, "multiply pod counts (quick runs: 0.1)")
@@ -64,12 +82,69 @@ func main() {
 	if os.Geteuid() != 0 {
 		fail("needs root (network namespaces, netfilter)")
 	}
-	binDir, err := os.MkdirTemp("", "mesh-cni-bench-")
+	if *k8sBins != "" {
+		os.Setenv("MESH_CNI_K8S_BIN_DIR", *k8sBins)
+	}
+	work, err := os.MkdirTemp("", "mesh-cni-bench-")
 	if err != nil {
 		fail(err.Error())
 	}
-	defer os.RemoveAll(binDir)
-	for name, src := range map[string]string{"mesh-cni": *pluginBin, "naive-cni": *naiveBin, "null-cni": *nullBin} {
+	cleanups = append(cleanups, func() { os.RemoveAll(work) })
+	binDir, istioRun := filepath.Join(work, "bin"), filepath.Join(work, "istio-run")
+	kubeconfig := filepath.Join(work, "kubeconfig.json")
+	for _, d := range []string{binDir, istioRun} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			fail(err.Error())
+		}
+	}
+	pod, err := loadPod(*podFile)
+	if err != nil {
+		fail(err.Error())
+	}
+	annotations := runtimeAnnotations(pod)
+
+	// From the runtime's annotations: the istio profile judges from the
+	// spec by default (trustAnnotations false: one lookup confirms the pod);
+	// trusting the annotations makes them decide alone, with no lookup.
+	mesh := func(backend string) map[string]any {
+		return map[string]any{
+			"type": "mesh-cni", "backend": backend, "logLevel": "error",
+			"capabilities": map[string]bool{"io.kubernetes.cri.pod-annotations": true},
+			"reportSocket": noReportSocket,
+			"meshes":       map[string]any{"istio": map[string]any{"trustAnnotations": true}},
+		}
+	}
+	// API lookup: no pod-annotations capability, so the runtime passes no
+	// annotations; the agent socket does not exist, so the lookup falls
+	// through to one GET through the kubeconfig.
+	lookup := map[string]any{
+		"type": "mesh-cni", "backend": "nftables", "logLevel": "error",
+		"reportSocket": noReportSocket, "agentSocket": noAgentSocket, "kubeconfig": kubeconfig,
+	}
+	chains := []chain{
+		{name: "ptp"},
+		{name: nullChain, plugin: map[string]any{"type": "null-cni"}},
+		{name: meshNft, plugin: mesh("nftables"), check: checkMeshNft},
+		{name: meshIptNft, plugin: mesh("iptables-nft"), check: checkMeshIptNft},
+		{name: meshIptLegacy, plugin: mesh("iptables-legacy"), check: checkMeshIptLegacy},
+		{name: meshLookup, plugin: lookup, api: true, check: checkMeshNft},
+		{name: istioIptables, plugin: istioEntry(istioRun, false), api: true, check: checkIstioIpt},
+		{name: istioNftables, plugin: istioEntry(istioRun, true), api: true, check: checkIstioNft},
+		{name: "ptp + naive exec-per-rule (iptables-nft)", plugin: map[string]any{"type": "naive-cni",
+			"capabilities": map[string]bool{"io.kubernetes.cri.pod-annotations": true}}, check: checkNaive},
+	}
+	if *only != "" {
+		chains = slices.DeleteFunc(chains, func(c chain) bool {
+			return c.plugin != nil && !slices.ContainsFunc(strings.Split(*only, ","), func(s string) bool { return strings.Contains(c.name, s) })
+		})
+	}
+	bins := map[string]string{"mesh-cni": *pluginBin, "naive-cni": *naiveBin, "null-cni": *nullBin}
+	if slices.ContainsFunc(chains, func(c chain) bool { return c.plugin != nil && c.plugin["type"] == "istio-cni" }) {
+		if bins["istio-cni"], err = findIstioCNI(*istioBin); err != nil {
+			fail(err.Error())
+		}
+	}
+	for name, src := range bins {
 		abs, err := filepath.Abs(src)
 		if err != nil {
 			fail(err.Error())
@@ -77,27 +152,6 @@ func main() {
 		if err := os.Symlink(abs, filepath.Join(binDir, name)); err != nil {
 			fail(err.Error())
 		}
-	}
-	mesh := func(backend string) map[string]any {
-		return map[string]any{
-			"type": "mesh-cni", "backend": backend, "logLevel": "error",
-			"capabilities": map[string]bool{"io.kubernetes.cri.pod-annotations": true},
-			"reportSocket": "/run/mesh-cni-bench/none.sock",
-		}
-	}
-	chains := []chain{
-		{name: "ptp"},
-		{name: nullChain, plugin: map[string]any{"type": "null-cni"}},
-		{name: "ptp + mesh-cni (nftables)", plugin: mesh("nftables")},
-		{name: "ptp + mesh-cni (iptables-nft)", plugin: mesh("iptables-nft")},
-		{name: "ptp + mesh-cni (iptables-legacy)", plugin: mesh("iptables-legacy")},
-		{name: "ptp + naive exec-per-rule (iptables-nft)", plugin: map[string]any{"type": "naive-cni",
-			"capabilities": map[string]bool{"io.kubernetes.cri.pod-annotations": true}}},
-	}
-	if *only != "" {
-		chains = slices.DeleteFunc(chains, func(c chain) bool {
-			return c.plugin != nil && !slices.ContainsFunc(strings.Split(*only, ","), func(s string) bool { return strings.Contains(c.name, s) })
-		})
 	}
 	n := func(x int) int { return max(8, int(float64(x)**scale)) }
 	runs := []run{
@@ -108,6 +162,34 @@ func main() {
 	if *serialOnly {
 		runs = runs[:1]
 	}
+	if slices.ContainsFunc(chains, func(c chain) bool { return c.api }) {
+		maxPods := 0
+		for _, r := range runs {
+			maxPods = max(maxPods, r.pods)
+		}
+		cl, err := startCluster(pod, maxPods)
+		if err != nil {
+			fail("API server: " + err.Error())
+		}
+		cleanups = append(cleanups, cl.stop)
+		if err := writeJSONKubeconfig(cl.env, kubeconfig); err != nil {
+			fail(err.Error())
+		}
+		if err := os.Symlink(kubeconfig, filepath.Join(istioRun, istioKubeconfigName)); err != nil {
+			fail(err.Error())
+		}
+	}
+	// Before any timing: each chain that writes rules must really have
+	// written them (and, where its DEL removes them, removed them).
+	for i, c := range chains {
+		if err := probe(binDir, c, i, annotations); err != nil {
+			fail("rule check: " + err.Error())
+		}
+		if c.check != nil {
+			fmt.Fprintf(os.Stderr, "rule check passed: %s\n", c.name)
+		}
+	}
+
 	var results []result
 	show := func(res result, r run) {
 		fmt.Fprintf(os.Stderr, "%-45s %-28s ADD p50 %6.2f p99 %6.2f  DEL p50 %6.2f p99 %6.2f ms  errors %d\n",
@@ -115,7 +197,7 @@ func main() {
 	}
 	for _, r := range runs {
 		if r.conc == 1 {
-			for _, res := range interleaved(binDir, chains, r) {
+			for _, res := range interleaved(binDir, chains, r, annotations) {
 				show(res, r)
 				results = append(results, res)
 			}
@@ -124,51 +206,50 @@ func main() {
 		// ptp alone first and last in each concurrent shape, to see drift.
 		order := append(slices.Clone(chains), chains[0])
 		for i, c := range order {
-			res := measure(binDir, c, r, i)
+			res := measure(binDir, c, r, i, annotations)
 			if i == len(order)-1 {
 				res.chain = "ptp (again)"
 			}
-			fmt.Fprintf(os.Stderr, "%-45s %-28s ADD p50 %6.2f p99 %6.2f  DEL p50 %6.2f p99 %6.2f ms  errors %d\n",
-				res.chain, r.name, ms(pct(res.add, 50)), ms(pct(res.add, 99)), ms(pct(res.del, 50)), ms(pct(res.del, 99)), res.errs)
+			show(res, r)
 			results = append(results, res)
 		}
 	}
-	report := render(results, runs, *pluginBin)
+	report := render(results, runs, chains, *pluginBin, bins["istio-cni"])
 	if *out == "" {
 		fmt.Print(report)
-		return
-	}
-	if err := writeSection(*out, report); err != nil {
+	} else if err := writeSection(*out, report); err != nil {
 		fail(err.Error())
 	}
+	exit(0)
 }
 
-// Markers delimit this benchmark's section of the shared benchmarks doc;
-// other parts keep their own sections in the same file.
-const (
-	startMarker = "<!-- bench-plugin:start -->"
-	endMarker   = "<!-- bench-plugin:end -->"
-)
+// conflist is c after ptp + host-local on subnet.
+func conflist(c chain, name, subnet, dataDir string) *libcni.NetworkConfigList {
+	plugins := []any{map[string]any{"type": "ptp", "ipMasq": false, "ipam": map[string]any{
+		"type": "host-local", "ranges": []any{[]any{map[string]any{"subnet": subnet}}},
+		"dataDir": dataDir,
+	}}}
+	if c.plugin != nil {
+		plugins = append(plugins, c.plugin)
+	}
+	b, _ := json.Marshal(map[string]any{"cniVersion": "1.0.0", "name": name, "plugins": plugins})
+	list, err := libcni.NetworkConfFromBytes(b)
+	if err != nil {
+		fail(err.Error())
+	}
+	return list
+}
 
-// writeSection replaces our section of path (or appends it).
-func writeSection(path, section string) error {
-	old, err := os.ReadFile(path)
-	if err != nil && !os.IsNotExist(err) {
-		return err
+// runtimeConf is what a CRI runtime passes for pod name of the bench
+// namespace; libcni hands the annotations only to entries that ask for the
+// io.kubernetes.cri.pod-annotations capability.
+func runtimeConf(id, netns, pod string, annotations map[string]string) *libcni.RuntimeConf {
+	return &libcni.RuntimeConf{
+		ContainerID: id, NetNS: netns, IfName: "eth0",
+		Args: [][2]string{{"IgnoreUnknown", "1"}, {"K8S_POD_NAMESPACE", benchNamespace},
+			{"K8S_POD_NAME", pod}, {"K8S_POD_INFRA_CONTAINER_ID", id}},
+		CapabilityArgs: map[string]any{"io.kubernetes.cri.pod-annotations": annotations},
 	}
-	doc := string(old)
-	block := startMarker + "\n" + section + endMarker + "\n"
-	i, j := strings.Index(doc, startMarker), strings.Index(doc, endMarker)
-	switch {
-	case i >= 0 && j > i:
-		doc = doc[:i] + block + doc[j+len(endMarker):]
-		doc = strings.Replace(doc, endMarker+"\n\n", endMarker+"\n", 1)
-	case doc == "":
-		doc = "# Benchmarks\n\n" + block
-	default:
-		doc = strings.TrimRight(doc, "\n") + "\n\n" + block
-	}
-	return os.WriteFile(path, []byte(doc), 0o644)
 }
 
 // bed is one chain ready to run: its conflist, libcni and one netns and
@@ -179,25 +260,14 @@ type bed struct {
 	close    func()
 }
 
-func newBed(binDir string, c chain, r run, idx int) *bed {
+func newBed(binDir string, c chain, r run, idx int, annotations map[string]string) *bed {
 	var cleanup []func()
 	dataDir, err := os.MkdirTemp("", "mesh-cni-bench-ipam-")
 	if err != nil {
 		fail(err.Error())
 	}
 	cleanup = append(cleanup, func() { os.RemoveAll(dataDir) })
-	plugins := []any{map[string]any{"type": "ptp", "ipMasq": false, "ipam": map[string]any{
-		"type": "host-local", "ranges": []any{[]any{map[string]any{"subnet": fmt.Sprintf("198.19.%d.0/24", idx)}}},
-		"dataDir": dataDir,
-	}}}
-	if c.plugin != nil {
-		plugins = append(plugins, c.plugin)
-	}
-	b, _ := json.Marshal(map[string]any{"cniVersion": "1.0.0", "name": fmt.Sprintf("bench%d", idx), "plugins": plugins})
-	list, err := libcni.NetworkConfFromBytes(b)
-	if err != nil {
-		fail(err.Error())
-	}
+	list := conflist(c, fmt.Sprintf("bench%d", idx), fmt.Sprintf("198.19.%d.0/24", idx), dataDir)
 	cacheDir, _ := os.MkdirTemp("", "mesh-cni-bench-cache-")
 	cleanup = append(cleanup, func() { os.RemoveAll(cacheDir) })
 	cni := libcni.NewCNIConfigWithCacheDir([]string{binDir, refPlugins}, cacheDir, nil)
@@ -216,13 +286,7 @@ func newBed(binDir string, c chain, r run, idx int) *bed {
 	})
 	rts := make([]*libcni.RuntimeConf, r.pods)
 	for i := range rts {
-		id := fmt.Sprintf("bench%02d%06d", idx, i)
-		rts[i] = &libcni.RuntimeConf{
-			ContainerID: id, NetNS: netnss[i].Path(), IfName: "eth0",
-			Args: [][2]string{{"IgnoreUnknown", "1"}, {"K8S_POD_NAMESPACE", "bench"},
-				{"K8S_POD_NAME", fmt.Sprintf("pod-%d", i)}, {"K8S_POD_INFRA_CONTAINER_ID", id}},
-			CapabilityArgs: map[string]any{"io.kubernetes.cri.pod-annotations": istioPod},
-		}
+		rts[i] = runtimeConf(fmt.Sprintf("bench%02d%06d", idx, i), netnss[i].Path(), podName(i), annotations)
 	}
 	res := &result{chain: c.name, run: r.name, add: make([]time.Duration, r.pods), del: make([]time.Duration, r.pods)}
 	var mu sync.Mutex
@@ -255,8 +319,8 @@ func newBed(binDir string, c chain, r run, idx int) *bed {
 }
 
 // measure runs one chain alone in a concurrent shape.
-func measure(binDir string, c chain, r run, idx int) result {
-	b := newBed(binDir, c, r, idx)
+func measure(binDir string, c chain, r run, idx int, annotations map[string]string) result {
+	b := newBed(binDir, c, r, idx, annotations)
 	defer b.close()
 	start := time.Now()
 	if r.burst {
@@ -271,10 +335,10 @@ func measure(binDir string, c chain, r run, idx int) result {
 
 // interleaved runs the serial shape for every chain at once, pod by pod in
 // turn, so load that comes and goes on the machine hits every chain alike.
-func interleaved(binDir string, chains []chain, r run) []result {
+func interleaved(binDir string, chains []chain, r run, annotations map[string]string) []result {
 	beds := make([]*bed, len(chains))
 	for i, c := range chains {
-		beds[i] = newBed(binDir, c, r, i)
+		beds[i] = newBed(binDir, c, r, i, annotations)
 	}
 	for p := 0; p < r.pods; p++ {
 		for _, b := range beds {
@@ -324,126 +388,14 @@ func pct(ds []time.Duration, p float64) time.Duration {
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
-// startLoad is read when the benchmark starts, before it adds load.
-var startLoad, _ = os.ReadFile("/proc/loadavg")
-
-func render(results []result, runs []run, pluginBin string) string {
-	var b strings.Builder
-	host, _ := os.Hostname()
-	size := int64(-1)
-	if fi, err := os.Stat(pluginBin); err == nil {
-		size = fi.Size()
+func exit(code int) {
+	for i := len(cleanups) - 1; i >= 0; i-- {
+		cleanups[i]()
 	}
-	fmt.Fprintf(&b, "## CNI plugin (mesh-cni)\n\n")
-	load, _ := os.ReadFile("/proc/loadavg")
-	fmt.Fprintf(&b, "Measured by `make bench-plugin` (`bench/plugin`) on %s, %s, %d CPUs, %s; load average before the run: %s, at the end: %s (the concurrent shapes load the machine themselves).\n",
-		host, time.Now().UTC().Format("2006-01-02 15:04 UTC"), runtime.NumCPU(), runtime.Version(),
-		strings.Join(strings.Fields(string(startLoad))[:3], " "), strings.Join(strings.Fields(string(load))[:3], " "))
-	fmt.Fprintf(&b, "Each pod is a real netns; ADD and DEL go through libcni with a cniVersion 1.0.0 conflist:\n")
-	fmt.Fprintf(&b, "Debian's `ptp` + `host-local`, then the plugin under test; every pod carries Istio's sidecar annotations, so\n")
-	fmt.Fprintf(&b, "mesh-cni decides from `runtimeConfig` and writes the full Istio rule set (IPv4). The naive baseline writes the\n")
-	fmt.Fprintf(&b, "same rules with one `nsenter iptables` exec per chain and per rule. The serial shape runs every\n")
-	fmt.Fprintf(&b, "chain interleaved, pod by pod in turn, so load that comes and goes hits all chains alike (its \"wall\"\n")
-	fmt.Fprintf(&b, "is that chain's ADD+DEL time); the concurrent shapes run one chain at a time, ptp alone first and last.\n")
-	fmt.Fprintf(&b, "\"added\" is the difference to ptp alone in the same shape (the mean of both ptp runs where there are two).\n")
-	fmt.Fprintf(&b, "Figures are from this machine and this run; they are not "+
-		"asserted anywhere.\n\n")
-	// Other work is judged by the load before the run: at the end the
-	// 32-way burst has just driven it up.
-	if l := strings.Fields(string(startLoad)); len(l) > 0 {
-		var avg float64
-		fmt.Sscan(l[0], &avg)
-		if avg > float64(runtime.NumCPU()) {
-			fmt.Fprintf(&b, "\n**This run shared the machine with other work (load average %.1f on %d CPUs before it started).** Every row\n"+
-				"is slowed, unevenly; compare rows within one table, and the two ptp-only rows to see the drift.\n", avg, runtime.NumCPU())
-		}
-	}
-	fmt.Fprintf(&b, "\nPlugin binary (`-s -w`, static): **%.2f MB** (%d bytes; target ≤ 8 MB).\n\n", float64(size)/1e6, size)
-	for _, r := range runs {
-		fmt.Fprintf(&b, "### %s\n\n", r.name)
-		fmt.Fprintf(&b, "| chain | ADD p50 | ADD p99 | DEL p50 | DEL p99 | added ADD p50 | added ADD p99 | wall | errors |\n")
-		fmt.Fprintf(&b, "|---|---|---|---|---|---|---|---|---|\n")
-		base := baseline(results, r.name)
-		for i := range results {
-			res := &results[i]
-			if res.run != r.name {
-				continue
-			}
-			fmt.Fprintf(&b, "| %s | %.2f ms | %.2f ms | %.2f ms | %.2f ms | %+.2f ms | %+.2f ms | %.1f s | %d |\n",
-				res.chain, ms(pct(res.add, 50)), ms(pct(res.add, 99)), ms(pct(res.del, 50)), ms(pct(res.del, 99)),
-				ms(pct(res.add, 50))-base.add50, ms(pct(res.add, 99))-base.add99, res.wall.Seconds(), res.errs)
-		}
-		b.WriteString("\n")
-	}
-	b.WriteString(targets(results, runs))
-	return b.String()
-}
-
-// base is the ptp-only reference of one run shape: the mean of the run
-// before and the run after the others, so drift during the run is halved.
-type base struct{ add50, add99 float64 }
-
-func baseline(results []result, run string) base {
-	var b base
-	n := 0.0
-	for _, r := range results {
-		if r.run == run && (r.chain == "ptp" || r.chain == "ptp (again)") {
-			b.add50 += ms(pct(r.add, 50))
-			b.add99 += ms(pct(r.add, 99))
-			n++
-		}
-	}
-	if n > 0 {
-		b.add50, b.add99 = b.add50/n, b.add99/n
-	}
-	return b
-}
-
-// targets compares each backend with the goals.
-func targets(results []result, runs []run) string {
-	find := func(chain, run string) *result {
-		for i := range results {
-			if results[i].chain == chain && results[i].run == run {
-				return &results[i]
-			}
-		}
-		return nil
-	}
-	var b strings.Builder
-	b.WriteString("### Against the targets\n\n")
-	ser, burst := runs[0].name, ""
-	for _, r := range runs {
-		if r.burst {
-			burst = r.name
-		}
-	}
-	p := baseline(results, ser)
-	floor := find(nullChain, ser)
-	if floor != nil {
-		fmt.Fprintf(&b, "- The floor: a Go plugin that does nothing but parse its config and print prevResult adds %.2f ms at p50, serial.\n",
-			ms(pct(floor.add, 50))-p.add50)
-	}
-	for _, chainName := range []string{"ptp + mesh-cni (nftables)", "ptp + mesh-cni (iptables-nft)", "ptp + mesh-cni (iptables-legacy)"} {
-		m := find(chainName, ser)
-		if m == nil {
-			continue
-		}
-		addP50 := ms(pct(m.add, 50)) - p.add50
-		fmt.Fprintf(&b, "- %s: serial ADD adds %.2f ms at p50 (target ≤ 4 ms), %.2f ms at p99 (target ≤ 10 ms)",
-			chainName, addP50, ms(pct(m.add, 99))-p.add99)
-		if floor != nil {
-			fmt.Fprintf(&b, ", %.2f ms of it above the floor", ms(pct(m.add, 50))-ms(pct(floor.add, 50)))
-		}
-		if mb := find(chainName, burst); mb != nil {
-			pb := baseline(results, burst)
-			fmt.Fprintf(&b, "; the burst's ADD p99 is %+.1f%% over ptp's (target ≤ 25%%)", 100*(ms(pct(mb.add, 99))-pb.add99)/pb.add99)
-		}
-		b.WriteString(".\n")
-	}
-	return b.String()
+	os.Exit(code)
 }
 
 func fail(msg string) {
 	fmt.Fprintln(os.Stderr, "plugin-bench:", msg)
-	os.Exit(1)
+	exit(1)
 }

@@ -119,7 +119,7 @@ func Start(t testing.TB) *Env {
 	if !shared.started {
 		shared.started = true
 		ctx, cancel := context.WithTimeout(context.Background(), Scale(2*time.Minute))
-		shared.env, shared.err = New(ctx, shared.opts)
+		shared.env, shared.err = newEnv(ctx, shared.opts)
 		cancel()
 	}
 	if shared.err != nil {
@@ -129,8 +129,17 @@ func Start(t testing.TB) *Env {
 }
 
 // New starts a control plane of its own; the caller must Stop it. Most tests
-// want Start instead. Building missing binaries is not bounded by ctx.
-func New(ctx context.Context, o options) (*Env, error) {
+// want Start instead; programs outside tests (benchmarks) use New. Building
+// missing binaries is not bounded by ctx.
+func New(ctx context.Context, opts ...Option) (*Env, error) {
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
+	return newEnv(ctx, o)
+}
+
+func newEnv(ctx context.Context, o options) (*Env, error) {
 	names := []string{"etcd", "kube-apiserver"}
 	if len(o.controllers) > 0 {
 		names = append(names, "kube-controller-manager")
