@@ -15,6 +15,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
@@ -25,6 +26,8 @@ import (
 	"github.com/containernetworking/cni/libcni"
 	"github.com/containernetworking/plugins/pkg/ns"
 	"github.com/containernetworking/plugins/pkg/testutils"
+
+	"github.com/mesh-cni/mesh-cni/pkg/agent"
 )
 
 const refPlugins = "/usr/lib/cni"
@@ -36,6 +39,7 @@ const (
 	meshIptNft     = "ptp + mesh-cni (iptables-nft)"
 	meshIptLegacy  = "ptp + mesh-cni (iptables-legacy)"
 	meshLookup     = "ptp + mesh-cni (nftables, API lookup)"
+	meshNoAgent    = "ptp + mesh-cni (nftables, no agent)"
 	istioIptables  = "ptp + istio-cni (iptables-nft)"
 	istioNftables  = "ptp + istio-cni (nftables)"
 	noAgentSocket  = "/run/mesh-cni-bench/no-agent.sock"
@@ -106,20 +110,30 @@ func main() {
 	// From the runtime's annotations: the istio profile judges from the
 	// spec by default (trustAnnotations false: one lookup confirms the pod);
 	// trusting the annotations makes them decide alone, with no lookup.
-	mesh := func(backend string) map[string]any {
+	// The agent's own report reader, as on a node: it takes each verb's
+	// event and closes the nf_tables sockets it carries (plugin/README.md).
+	// The "no agent" row has nobody listening: the plugin closes them.
+	reportSocket := filepath.Join(work, "report.sock")
+	go func() {
+		if err := agent.ServeReports(context.Background(), reportSocket, slog.New(slog.DiscardHandler)); err != nil {
+			fail(err.Error())
+		}
+	}()
+	meshWith := func(backend, report string) map[string]any {
 		return map[string]any{
 			"type": "mesh-cni", "backend": backend, "logLevel": "error",
 			"capabilities": map[string]bool{"io.kubernetes.cri.pod-annotations": true},
-			"reportSocket": noReportSocket,
+			"reportSocket": report,
 			"meshes":       map[string]any{"istio": map[string]any{"trustAnnotations": true}},
 		}
 	}
+	mesh := func(backend string) map[string]any { return meshWith(backend, reportSocket) }
 	// API lookup: no pod-annotations capability, so the runtime passes no
 	// annotations; the agent socket does not exist, so the lookup falls
 	// through to one GET through the kubeconfig.
 	lookup := map[string]any{
 		"type": "mesh-cni", "backend": "nftables", "logLevel": "error",
-		"reportSocket": noReportSocket, "agentSocket": noAgentSocket, "kubeconfig": kubeconfig,
+		"reportSocket": reportSocket, "agentSocket": noAgentSocket, "kubeconfig": kubeconfig,
 	}
 	chains := []chain{
 		{name: "ptp"},
@@ -127,6 +141,7 @@ func main() {
 		{name: meshNft, plugin: mesh("nftables"), check: checkMeshNft},
 		{name: meshIptNft, plugin: mesh("iptables-nft"), check: checkMeshIptNft},
 		{name: meshIptLegacy, plugin: mesh("iptables-legacy"), check: checkMeshIptLegacy},
+		{name: meshNoAgent, plugin: meshWith("nftables", noReportSocket), check: checkMeshNft},
 		{name: meshLookup, plugin: lookup, api: true, check: checkMeshNft},
 		{name: istioIptables, plugin: istioEntry(istioRun, false), api: true, check: checkIstioIpt},
 		{name: istioNftables, plugin: istioEntry(istioRun, true), api: true, check: checkIstioNft},

@@ -77,6 +77,10 @@ func render(results []result, runs []run, chains []chain, pluginBin, istioBin st
 	fmt.Fprintf(&b, "  passes no annotations; `agentSocket` is `%s`, a path that does not exist, so each ADD fails\n", noAgentSocket)
 	fmt.Fprintf(&b, "  to reach the agent at once and GETs the pod through `kubeconfig`, and decides from the pod object as Istio's plugin does\n")
 	fmt.Fprintf(&b, "  (the istio profile's defaults, trustAnnotations included).\n")
+	fmt.Fprintf(&b, "- Every mesh-cni row but one sends its report to the node agent's own report reader (`agent.ServeReports`, run in\n")
+	fmt.Fprintf(&b, "  this process as on a node), which takes the nf_tables sockets the plugin passes and closes them, so the kernel's\n")
+	fmt.Fprintf(&b, "  wait at their last close (~10 ms after DEL's commit) is the agent's. **mesh-cni (nftables, no agent)** has nobody\n")
+	fmt.Fprintf(&b, "  on its report socket, so the plugin closes its sockets itself: a node whose agent is down.\n")
 	fmt.Fprintf(&b, "- Before any timing, every chain that writes rules ADDs the probe pod in a netns of its own, its rules must be\n")
 	fmt.Fprintf(&b, "  there, then DEL; where DEL removes them (mesh-cni) they must be gone. The run stops if not. Checks (under `nsenter --net`):\n")
 	for _, c := range chains {
@@ -191,7 +195,7 @@ func targets(results []result, runs []run, size int64) string {
 		fmt.Fprintf(&b, "- The floor: a Go plugin that does nothing but parse its config and print prevResult adds %.2f ms at p50, serial.\n",
 			ms(pct(floor.add, 50))-p.add50)
 	}
-	meshChains := []string{meshNft, meshIptNft, meshIptLegacy, meshLookup}
+	meshChains := []string{meshNft, meshIptNft, meshIptLegacy, meshNoAgent, meshLookup}
 	for _, chainName := range meshChains {
 		m := find(chainName, ser)
 		if m == nil {
