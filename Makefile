@@ -83,12 +83,14 @@ bench-backend:
 # Istio's large control-plane binaries). Prerequisites inherit these.
 bench-plugin: K8S_BINS = etcd kube-apiserver
 bench-plugin: ISTIO_BINS = istio-cni
+# Three runs of every shape by default: the report gives each figure's range.
+BENCH_RUNS ?= 3
 bench-plugin: build k8s-bins istio-bins
 	$(GO) build -o $(BIN)/naive-cni ./bench/naive-cni
 	$(GO) build -trimpath -ldflags "-s -w" -o $(BIN)/null-cni ./bench/null-cni
 	$(GO) run ./bench/plugin -plugin $(BIN)/mesh-cni -naive $(BIN)/naive-cni -null $(BIN)/null-cni \
 	  -istio-cni "$$(bash hack/build-istio.sh istio-cni | tail -n1)/istio-cni" \
-	  -k8s-bins "$$(bash hack/build-k8s.sh etcd kube-apiserver | tail -n1)" -out docs/benchmarks.md
+	  -k8s-bins "$$(bash hack/build-k8s.sh etcd kube-apiserver | tail -n1)" -runs $(BENCH_RUNS) -out docs/benchmarks.md
 
 clean:
 	rm -rf $(BIN) _out

@@ -82,6 +82,7 @@ func main() {
 	out := flag.String("out", "", "write the markdown report here (default: stdout)")
 	scale := flag.Float64("scale", 1, "multiply pod counts (quick runs: 0.1)")
 	serialOnly := flag.Bool("serial", false, "run only the serial shape (quick comparisons)")
+	reps := flag.Int("runs", 1, "repeat every shape this many times; the report gives each figure's range over the runs")
 	flag.Parse()
 	if os.Geteuid() != 0 {
 		fail("needs root (network namespaces, netfilter)")
@@ -205,29 +206,34 @@ func main() {
 		}
 	}
 
-	var results []result
 	show := func(res result, r run) {
 		fmt.Fprintf(os.Stderr, "%-45s %-28s ADD p50 %6.2f p99 %6.2f  DEL p50 %6.2f p99 %6.2f ms  errors %d\n",
 			res.chain, r.name, ms(pct(res.add, 50)), ms(pct(res.add, 99)), ms(pct(res.del, 50)), ms(pct(res.del, 99)), res.errs)
 	}
-	for _, r := range runs {
-		if r.conc == 1 {
-			for _, res := range interleaved(binDir, chains, r, annotations) {
+	var results [][]result // per repetition
+	for rep := range max(1, *reps) {
+		fmt.Fprintf(os.Stderr, "run %d of %d\n", rep+1, max(1, *reps))
+		var rs []result
+		for _, r := range runs {
+			if r.conc == 1 {
+				for _, res := range interleaved(binDir, chains, r, annotations) {
+					show(res, r)
+					rs = append(rs, res)
+				}
+				continue
+			}
+			// ptp alone first and last in each concurrent shape, to see drift.
+			order := append(slices.Clone(chains), chains[0])
+			for i, c := range order {
+				res := measure(binDir, c, r, i, annotations)
+				if i == len(order)-1 {
+					res.chain = "ptp (again)"
+				}
 				show(res, r)
-				results = append(results, res)
+				rs = append(rs, res)
 			}
-			continue
 		}
-		// ptp alone first and last in each concurrent shape, to see drift.
-		order := append(slices.Clone(chains), chains[0])
-		for i, c := range order {
-			res := measure(binDir, c, r, i, annotations)
-			if i == len(order)-1 {
-				res.chain = "ptp (again)"
-			}
-			show(res, r)
-			results = append(results, res)
-		}
+		results = append(results, rs)
 	}
 	report := render(results, runs, chains, *pluginBin, bins["istio-cni"])
 	if *out == "" {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"slices"
 	"strings"
 	"time"
 
@@ -41,7 +42,7 @@ func writeSection(path, section string) error {
 // startLoad is read when the benchmark starts, before it adds load.
 var startLoad, _ = os.ReadFile("/proc/loadavg")
 
-func render(results []result, runs []run, chains []chain, pluginBin, istioBin string) string {
+func render(results [][]result, runs []run, chains []chain, pluginBin, istioBin string) string {
 	var b strings.Builder
 	host, _ := os.Hostname()
 	fmt.Fprintf(&b, "## CNI plugin (mesh-cni)\n\n")
@@ -104,25 +105,92 @@ func render(results []result, runs []run, chains []chain, pluginBin, istioBin st
 		fmt.Fprintf(&b, " Istio's istio-cni (`-s -w`, static): %.2f MB.", float64(binarySize(istioBin))/1e6)
 	}
 	b.WriteString("\n\n")
+	if len(results) > 1 {
+		fmt.Fprintf(&b, "Every shape ran %d times in this run, one after the other; each cell is the range over those runs (min–max).\n\n", len(results))
+	}
 	for _, r := range runs {
 		fmt.Fprintf(&b, "### %s\n\n", r.name)
 		fmt.Fprintf(&b, "| chain | ADD p50 | ADD p99 | DEL p50 | DEL p99 | added ADD p50 | added ADD p99 | added DEL p50 | added DEL p99 | wall | errors |\n")
 		fmt.Fprintf(&b, "|---|---|---|---|---|---|---|---|---|---|---|\n")
-		base := baseline(results, r.name)
-		for i := range results {
-			res := &results[i]
-			if res.run != r.name {
-				continue
+		for _, name := range chainsOf(results[0], r.name) {
+			var abs, add []figures
+			var wall []float64
+			errs := 0
+			for _, rs := range results {
+				if res := find(rs, name, r.name); res != nil {
+					abs = append(abs, of(res))
+					add = append(add, added(res, baseline(rs, r.name)))
+					wall = append(wall, res.wall.Seconds())
+					errs += res.errs
+				}
 			}
-			a := added(res, base)
-			fmt.Fprintf(&b, "| %s | %.2f ms | %.2f ms | %.2f ms | %.2f ms | %+.2f ms | %+.2f ms | %+.2f ms | %+.2f ms | %.1f s | %d |\n",
-				res.chain, ms(pct(res.add, 50)), ms(pct(res.add, 99)), ms(pct(res.del, 50)), ms(pct(res.del, 99)),
-				a.add50, a.add99, a.del50, a.del99, res.wall.Seconds(), res.errs)
+			fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %d |\n", name,
+				spanOf(abs, fAdd50, "%.2f ms"), spanOf(abs, fAdd99, "%.2f ms"), spanOf(abs, fDel50, "%.2f ms"), spanOf(abs, fDel99, "%.2f ms"),
+				spanOf(add, fAdd50, "%+.2f ms"), spanOf(add, fAdd99, "%+.2f ms"), spanOf(add, fDel50, "%+.2f ms"), spanOf(add, fDel99, "%+.2f ms"),
+				span(wall, "%.1f s"), errs)
 		}
 		b.WriteString("\n")
 	}
 	b.WriteString(targets(results, runs, size))
 	return b.String()
+}
+
+// chainsOf lists the chains of one shape in the order they ran.
+func chainsOf(rs []result, run string) []string {
+	var out []string
+	for _, r := range rs {
+		if r.run == run {
+			out = append(out, r.chain)
+		}
+	}
+	return out
+}
+
+func find(rs []result, chain, run string) *result {
+	for i := range rs {
+		if rs[i].chain == chain && rs[i].run == run {
+			return &rs[i]
+		}
+	}
+	return nil
+}
+
+// Figure pickers.
+func fAdd50(f figures) float64 { return f.add50 }
+func fAdd99(f figures) float64 { return f.add99 }
+func fDel50(f figures) float64 { return f.del50 }
+func fDel99(f figures) float64 { return f.del99 }
+
+func spanOf(fs []figures, pick func(figures) float64, format string) string {
+	vals := make([]float64, len(fs))
+	for i, f := range fs {
+		vals[i] = pick(f)
+	}
+	return span(vals, format)
+}
+
+// span formats one figure over the runs: the value, or "min–max".
+func span(vals []float64, format string) string {
+	if len(vals) == 0 {
+		return "n/a"
+	}
+	lo, hi := slices.Min(vals), slices.Max(vals)
+	a, z := fmt.Sprintf(format, lo), fmt.Sprintf(format, hi)
+	if a == z {
+		return a
+	}
+	unit := ""
+	if i := strings.LastIndex(format, " "); i >= 0 {
+		unit = format[i:]
+		a = strings.TrimSuffix(a, unit)
+	}
+	return a + "–" + z
+}
+
+// median is the middle run's value (the lower middle of an even count).
+func median(vals []float64) float64 {
+	s := slices.Sorted(slices.Values(vals))
+	return s[(len(s)-1)/2]
 }
 
 func binarySize(path string) int64 {
@@ -170,17 +238,35 @@ func met(ok bool) string {
 	return "**not met**"
 }
 
+// over collects one figure from every run that has it.
+func over(results [][]result, f func(rs []result) (float64, bool)) []float64 {
+	var vals []float64
+	for _, rs := range results {
+		if v, ok := f(rs); ok {
+			vals = append(vals, v)
+		}
+	}
+	return vals
+}
+
+// verdict judges a target on the median run and says how many runs met it.
+func verdict(vals []float64, ok func(float64) bool) string {
+	n := 0
+	for _, v := range vals {
+		if ok(v) {
+			n++
+		}
+	}
+	s := met(ok(median(vals)))
+	if len(vals) > 1 {
+		s += fmt.Sprintf(" (%d of %d runs)", n, len(vals))
+	}
+	return s
+}
+
 // targets compares each backend with the goals, and mesh-cni with Istio's
 // plugin.
-func targets(results []result, runs []run, size int64) string {
-	find := func(chain, run string) *result {
-		for i := range results {
-			if results[i].chain == chain && results[i].run == run {
-				return &results[i]
-			}
-		}
-		return nil
-	}
+func targets(results [][]result, runs []run, size int64) string {
 	var b strings.Builder
 	b.WriteString("### Against the targets\n\n")
 	ser, burst := runs[0].name, ""
@@ -189,78 +275,78 @@ func targets(results []result, runs []run, size int64) string {
 			burst = r.name
 		}
 	}
-	p := baseline(results, ser)
-	floor := find(nullChain, ser)
-	if floor != nil {
-		fmt.Fprintf(&b, "- The floor: a Go plugin that does nothing but parse its config and print prevResult adds %.2f ms at p50, serial.\n",
-			ms(pct(floor.add, 50))-p.add50)
+	// addedBy is what chain adds over ptp in run, per repetition.
+	addedBy := func(chain, run string, pick func(figures) float64) []float64 {
+		return over(results, func(rs []result) (float64, bool) {
+			if m := find(rs, chain, run); m != nil {
+				return pick(added(m, baseline(rs, run))), true
+			}
+			return 0, false
+		})
 	}
-	meshChains := []string{meshNft, meshIptNft, meshIptLegacy, meshNoAgent, meshLookup}
-	for _, chainName := range meshChains {
-		m := find(chainName, ser)
-		if m == nil {
+	aboveFloor := func(chain string) []float64 {
+		return over(results, func(rs []result) (float64, bool) {
+			m, f := find(rs, chain, ser), find(rs, nullChain, ser)
+			if m == nil || f == nil {
+				return 0, false
+			}
+			return of(m).add50 - of(f).add50, true
+		})
+	}
+	if floor := addedBy(nullChain, ser, fAdd50); len(floor) > 0 {
+		fmt.Fprintf(&b, "- The floor: a Go plugin that does nothing but parse its config and print prevResult adds %s to ADD and %s to DEL at p50, serial.\n",
+			span(floor, "%.2f ms"), span(addedBy(nullChain, ser, fDel50), "%.2f ms"))
+	}
+	fmt.Fprintf(&b, "- Plugin binary %.2f MB (target ≤ 5 MB): %s.\n", float64(size)/1e6, met(size >= 0 && float64(size) <= 5e6))
+	for _, chainName := range []string{meshNft, meshIptNft, meshIptLegacy, meshNoAgent, meshLookup} {
+		add50 := addedBy(chainName, ser, fAdd50)
+		if len(add50) == 0 {
 			continue
 		}
-		addP50 := ms(pct(m.add, 50)) - p.add50
-		fmt.Fprintf(&b, "- %s: serial ADD adds %.2f ms at p50 (target ≤ 4 ms), %.2f ms at p99 (target ≤ 10 ms)",
-			chainName, addP50, ms(pct(m.add, 99))-p.add99)
-		if floor != nil {
-			fmt.Fprintf(&b, ", %.2f ms of it above the floor", ms(pct(m.add, 50))-ms(pct(floor.add, 50)))
+		del50 := addedBy(chainName, ser, fDel50)
+		fmt.Fprintf(&b, "- %s, serial: ADD adds %s at p50 over ptp (target ≤ 5 ms): %s", chainName, span(add50, "%.2f ms"), verdict(add50, func(v float64) bool { return v <= 5 }))
+		if above := aboveFloor(chainName); len(above) > 0 {
+			fmt.Fprintf(&b, "; %s above the do-nothing Go plugin (target ≤ 1.5 ms): %s", span(above, "%.2f ms"), verdict(above, func(v float64) bool { return v <= 1.5 }))
 		}
-		if mb := find(chainName, burst); mb != nil {
-			pb := baseline(results, burst)
-			fmt.Fprintf(&b, "; the burst's ADD p99 is %+.1f%% over ptp's (target ≤ 25%%)", 100*(ms(pct(mb.add, 99))-pb.add99)/pb.add99)
+		fmt.Fprintf(&b, "; ADD p99 adds %s; DEL adds %s at p50 over ptp (target ≤ 5 ms): %s",
+			span(addedBy(chainName, ser, fAdd99), "%.2f ms"), span(del50, "%.2f ms"), verdict(del50, func(v float64) bool { return v <= 5 }))
+		if burst != "" {
+			share := over(results, func(rs []result) (float64, bool) {
+				m := find(rs, chainName, burst)
+				if m == nil {
+					return 0, false
+				}
+				pb := baseline(rs, burst)
+				return 100 * (of(m).add99 - pb.add99) / pb.add99, true
+			})
+			if len(share) > 0 {
+				fmt.Fprintf(&b, "; the burst's ADD p99 is %s over ptp's (target ≤ 25%%)", span(share, "%+.1f%%"))
+			}
 		}
 		b.WriteString(".\n")
 	}
-
-	fmt.Fprintf(&b, "- Plugin binary %.2f MB (target ≤ 5 MB): %s.\n", float64(size)/1e6, met(size >= 0 && float64(size) <= 5e6))
-	for _, chainName := range meshChains {
-		m := find(chainName, ser)
-		if m == nil {
-			continue
-		}
-		a := added(m, p)
-		fmt.Fprintf(&b, "- %s, serial p50: ADD adds %.2f ms over ptp (target ≤ 5 ms): %s", chainName, a.add50, met(a.add50 <= 5))
-		if floor != nil {
-			above := of(m).add50 - of(floor).add50
-			fmt.Fprintf(&b, "; %.2f ms above the do-nothing Go plugin (target ≤ 1.5 ms): %s", above, met(above <= 1.5))
-		}
-		fmt.Fprintf(&b, "; DEL adds %.2f ms over ptp (target ≤ 5 ms): %s.\n", a.del50, met(a.del50 <= 5))
-	}
-	b.WriteString(versusIstio(results, runs, find))
+	b.WriteString(versusIstio(results, runs))
 	return b.String()
 }
 
 // versusIstio states mesh-cni's added time as a share of istio-cni's, per
 // mode: what each adds over ptp alone in the same shape, divided.
-func versusIstio(results []result, runs []run, find func(chain, run string) *result) string {
+func versusIstio(results [][]result, runs []run) string {
 	pairs := [][2]string{
 		{meshNft, istioNftables}, {meshIptNft, istioIptables},
 		{meshLookup, istioNftables}, {meshLookup, istioIptables},
 	}
-	ratio := func(m, i float64) string {
-		switch {
-		case i <= 0.05:
-			return fmt.Sprintf("n/a (%+.2f / %+.2f)", m, i)
-		case m <= 0:
-			return fmt.Sprintf("**~0×** (%+.2f / %+.2f)", m, i)
-		}
-		return fmt.Sprintf("**%.2f×** (%+.2f / %+.2f)", m/i, m, i)
-	}
 	// Columns: p50 serial, then p99 of every shape, for ADD and for DEL.
 	type col struct {
 		head string
-		val  func(a figures) float64
+		pick func(figures) float64
 		run  run
 	}
 	var cols []col
 	for _, verb := range []string{"ADD", "DEL"} {
-		p50 := func(a figures) float64 { return a.add50 }
-		p99 := func(a figures) float64 { return a.add99 }
+		p50, p99 := fAdd50, fAdd99
 		if verb == "DEL" {
-			p50 = func(a figures) float64 { return a.del50 }
-			p99 = func(a figures) float64 { return a.del99 }
+			p50, p99 = fDel50, fDel99
 		}
 		cols = append(cols, col{verb + " p50 serial", p50, runs[0]})
 		for _, r := range runs {
@@ -269,12 +355,12 @@ func versusIstio(results []result, runs []run, find func(chain, run string) *res
 	}
 	var b strings.Builder
 	for _, pr := range pairs {
-		if find(pr[0], runs[0].name) == nil || find(pr[1], runs[0].name) == nil {
+		if find(results[0], pr[0], runs[0].name) == nil || find(results[0], pr[1], runs[0].name) == nil {
 			continue
 		}
 		if b.Len() == 0 {
 			b.WriteString("\nmesh-cni's added time as a share of istio-cni's: each one's time over ptp alone in the same shape, mesh-cni ÷ istio-cni\n")
-			b.WriteString("(below 1×: mesh-cni adds less; in parentheses mesh-cni's and istio-cni's added ms).\n\n| mesh-cni vs istio-cni |")
+			b.WriteString("(below 1×: mesh-cni adds less; in parentheses mesh-cni's and istio-cni's added ms; a range is over the runs).\n\n| mesh-cni vs istio-cni |")
 			for _, c := range cols {
 				b.WriteString(" " + c.head + " |")
 			}
@@ -282,13 +368,27 @@ func versusIstio(results []result, runs []run, find func(chain, run string) *res
 		}
 		fmt.Fprintf(&b, "| %s vs %s |", strings.TrimPrefix(pr[0], "ptp + "), strings.TrimPrefix(pr[1], "ptp + "))
 		for _, c := range cols {
-			m, i := find(pr[0], c.run.name), find(pr[1], c.run.name)
-			if m == nil || i == nil {
-				b.WriteString(" |")
-				continue
+			var ratios, ms, is []float64
+			for _, rs := range results {
+				m, i := find(rs, pr[0], c.run.name), find(rs, pr[1], c.run.name)
+				if m == nil || i == nil {
+					continue
+				}
+				base := baseline(rs, c.run.name)
+				mv, iv := c.pick(added(m, base)), c.pick(added(i, base))
+				ms, is = append(ms, mv), append(is, iv)
+				if iv > 0.05 {
+					ratios = append(ratios, max(mv, 0)/iv)
+				}
 			}
-			base := baseline(results, c.run.name)
-			fmt.Fprintf(&b, " %s |", ratio(c.val(added(m, base)), c.val(added(i, base))))
+			switch {
+			case len(ms) == 0:
+				b.WriteString(" |")
+			case len(ratios) < len(ms):
+				fmt.Fprintf(&b, " n/a (%s / %s) |", span(ms, "%+.2f"), span(is, "%+.2f"))
+			default:
+				fmt.Fprintf(&b, " **%s** (%s / %s) |", span(ratios, "%.2f×"), span(ms, "%+.2f"), span(is, "%+.2f"))
+			}
 		}
 		b.WriteString("\n")
 	}
