@@ -19,7 +19,7 @@ func main() {
 	// wakes more threads, whose start-up and cross-CPU TLB flushes cost
 	// ~0.6 ms of a ~5 ms ADD (bench/plugin, docs/benchmarks.md).
 	runtime.GOMAXPROCS(1)
-	nftables.KeepSockets() // report hands them to the agent
+	nftables.KeepSockets(true) // report hands them to the agent
 	if os.Getenv("CNI_COMMAND") == "" && len(os.Args) > 1 && isSubcommand(os.Args[1]) {
 		os.Exit(runCLI(os.Args[1:], os.Stdout, os.Stderr))
 	}

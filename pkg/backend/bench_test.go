@@ -4,13 +4,16 @@ import (
 	"os/exec"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/containernetworking/plugins/pkg/ns"
 	"github.com/containernetworking/plugins/pkg/testutils"
+	"golang.org/x/sys/unix"
 
 	"github.com/mesh-cni/mesh-cni/pkg/backend"
+	"github.com/mesh-cni/mesh-cni/pkg/backend/nftables"
 	"github.com/mesh-cni/mesh-cni/pkg/rules"
 )
 
@@ -94,6 +97,50 @@ func BenchmarkDelete(b *testing.B) {
 			})
 		}
 	}
+}
+
+// BenchmarkDeleteHandoff is the nftables Delete as the plugin runs it:
+// its sockets kept (nftables.KeepSockets) and closed afterwards by another
+// goroutine, as the agent does, outside the timer.
+func BenchmarkDeleteHandoff(b *testing.B) {
+	nftables.KeepSockets(true)
+	defer nftables.KeepSockets(false)
+	for _, mode := range benchModes {
+		b.Run(string(mode), func(b *testing.B) {
+			be := nftables.New()
+			rs := rules.Generate(testSpec(mode))
+			var d []time.Duration
+			var closing sync.WaitGroup
+			for b.Loop() {
+				n := benchNS(b)
+				b.StopTimer()
+				if err := be.Apply(n.Path(), rs); err != nil {
+					b.Fatal(err)
+				}
+				closeFDs(&closing, nftables.TakeSockets())
+				b.StartTimer()
+				start := time.Now()
+				if err := be.Delete(n.Path()); err != nil {
+					b.Fatal(err)
+				}
+				d = append(d, time.Since(start))
+				closeFDs(&closing, nftables.TakeSockets())
+				dropNS(b, n)
+			}
+			closing.Wait()
+			report(b, d)
+		})
+	}
+}
+
+func closeFDs(wg *sync.WaitGroup, fds []int) {
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for _, fd := range fds {
+			unix.Close(fd)
+		}
+	}()
 }
 
 // BenchmarkNaivePerRule is the baseline: the same REDIRECT rules applied

@@ -23,11 +23,11 @@ var kept struct {
 	fds []int
 }
 
-// KeepSockets turns the hand-off on for this process. Off (the default),
-// sockets close normally.
-func KeepSockets() {
+// KeepSockets turns the hand-off on or off for this process. Off (the
+// default), sockets close normally.
+func KeepSockets(on bool) {
 	kept.Lock()
-	kept.on = true
+	kept.on = on
 	kept.Unlock()
 }
 
