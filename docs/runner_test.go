@@ -598,6 +598,7 @@ func (r *runner) nodePaths(t *testing.T, args []string) {
 	known := map[string]bool{
 		node.DefaultReadyMarker: true, node.DefaultKubeconfig: true, node.DefaultAgentSocket: true,
 		node.DefaultReportSocket: true, node.DefaultBinDir + "/" + node.PluginType: true,
+		node.DefaultBinDir + "/" + node.HelperBinary: true,
 	}
 	for _, a := range args {
 		switch {
