@@ -19,6 +19,7 @@ deps:
 ## build: static binaries into bin/
 build:
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/mesh-cni ./plugin
+	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/mesh-cni-podget ./podget
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/mesh-cnictl ./ctl
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/mesh-cni-agent ./installer
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/mesh-cni-validator ./validator
@@ -101,7 +102,7 @@ IMAGE_TAR := $(MESH_CNI_CACHE)/images/mesh-cni-$(VERSION).tar
 
 ## image: the FROM scratch image with the static binaries (classic builder)
 image: build
-	@for b in mesh-cni mesh-cni-agent mesh-cni-validator mesh-cni-metrics-proxy; do \
+	@for b in mesh-cni mesh-cni-podget mesh-cni-agent mesh-cni-validator mesh-cni-metrics-proxy; do \
 	  [ -x $(BIN)/$$b ] || { echo "image: bin/$$b is missing (make build)"; exit 1; }; done
 	@bash hack/docker.sh
 	DOCKER_BUILDKIT=0 docker build -q -t $(IMAGE) .

@@ -6,8 +6,9 @@ import (
 	"github.com/mesh-cni/mesh-cni/pkg/explain"
 )
 
-// runExplain is "mesh-cni explain" in this binary too, so one tool in the
-// image answers both "is the node right" and "what would ADD do".
+// runExplain is "what would ADD do for this pod". It lives here, not in the
+// plugin, so the binary the runtime execs per pod does not carry a manifest
+// parser; one tool answers both "is the node right" and "what would ADD do".
 func runExplain(args []string, stdout, stderr io.Writer) int {
 	return explain.Run(args, stdout, stderr)
 }

@@ -21,7 +21,7 @@ const usage = `mesh-cnictl: check and explain mesh-cni
 
 Usage:
   mesh-cnictl check [--pre] [-n namespace] [-o text|json] [--kubeconfig file] [--context name] [--chained=false]
-  mesh-cnictl explain ...   (same as mesh-cni explain)
+  mesh-cnictl explain ...   what ADD would do for a pod (mesh-cnictl explain -h)
   mesh-cnictl version
 `
 

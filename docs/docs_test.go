@@ -1,8 +1,8 @@
 // The docs' own test: every command in a ```sh block of docs/*.md is run or
 // checked, so the docs cannot rot. helm template/lint run the real helm
 // against the chart (install/upgrade lines are rendered with helm template),
-// kustomize lines are built with the kustomize API, mesh-cni explain and
-// mesh-cnictl run as built binaries (check against a real API server), and
+// kustomize lines are built with the kustomize API, mesh-cnictl runs as a
+// built binary (check against a real API server), and
 // cluster-only kubectl lines are parsed and the objects, files and flags
 // they name are checked against what the chart and the overlays render.
 package docs_test

@@ -30,7 +30,7 @@ type obj struct {
 
 type runner struct {
 	root, work                string // the checkout; the current block's dir
-	helm, plugin, ctl         string // binaries
+	helm, ctl                 string // binaries
 	kubeconfig, version       string
 	metricsPort, probePort    string
 	objects                   []obj
@@ -53,7 +53,6 @@ func newRunner(t *testing.T) *runner {
 	r := &runner{
 		root:        root,
 		helm:        helmBinary(t, root),
-		plugin:      goBuild(t, root, bin, "mesh-cni", "./plugin"),
 		ctl:         goBuild(t, root, bin, "mesh-cnictl", "./ctl"),
 		kubeconfig:  env.Kubeconfig,
 		version:     strings.TrimSpace(string(v)),
@@ -139,7 +138,8 @@ func (r *runner) command(t *testing.T, c doctest.Command) {
 		case "mesh-cnictl":
 			r.meshCNICtl(t, argv)
 		case "mesh-cni":
-			r.explain(t, r.plugin, argv)
+			// The plugin binary has no explain; only mesh-cnictl does.
+			r.errorf(t, "%s: the plugin binary only knows \"version\"; show mesh-cnictl explain instead", strings.Join(argv, " "))
 		case "make":
 			r.make(t, argv)
 		case "kind":
@@ -572,13 +572,13 @@ func (r *runner) explain(t *testing.T, bin string, argv []string) {
 	}
 }
 
-// podExample runs a pod manifest the docs show through mesh-cni explain.
+// podExample runs a pod manifest the docs show through mesh-cnictl explain.
 func (r *runner) podExample(t *testing.T, b doctest.Block) {
 	r.where = fmt.Sprintf("%s:%d", b.File, b.Line)
 	r.ran++
 	r.work = t.TempDir()
 	r.write(t, "pod.yaml", b.Body)
-	r.explain(t, r.plugin, []string{"mesh-cni", "explain", "--pod", "pod.yaml"})
+	r.explain(t, r.ctl, []string{"mesh-cnictl", "explain", "--pod", "pod.yaml"})
 }
 
 func (r *runner) make(t *testing.T, argv []string) {
@@ -598,6 +598,7 @@ func (r *runner) nodePaths(t *testing.T, args []string) {
 	known := map[string]bool{
 		node.DefaultReadyMarker: true, node.DefaultKubeconfig: true, node.DefaultAgentSocket: true,
 		node.DefaultReportSocket: true, node.DefaultBinDir + "/" + node.PluginType: true,
+		node.DefaultBinDir + "/" + node.HelperBinary: true,
 	}
 	for _, a := range args {
 		switch {

@@ -187,11 +187,17 @@ var _ = Describe("helm upgrade", Serial, Ordered, Label("upgrade"), func() {
 })
 
 var _ = Describe("uninstall", Serial, Ordered, Label("uninstall"), func() {
-	It("restores the primary conflist, removes the binary, and pods still start", func(ctx SpecContext) {
+	It("restores the primary conflist, removes the binaries, and pods still start", func(ctx SpecContext) {
 		a, b := twoNodes(ctx)
 		node := nodeByName(a)
 		path, chained := primaryConf(node)
 		Expect(pluginTypes(chained)).To(ContainElement("mesh-cni"))
+		// The plugin and the helper it runs for its API lookup sit side
+		// by side in the bin dir (GKE-like: /home/kubernetes/bin).
+		bins, err := nodeExec(node, "sh", "-c",
+			"for d in /opt/cni/bin /home/kubernetes/bin; do if [ -d $d ]; then ls $d; fi; done")
+		Expect(err).NotTo(HaveOccurred(), bins)
+		Expect(strings.Fields(bins)).To(ContainElements("mesh-cni", "mesh-cni-podget"))
 
 		By("uninstalling (" + env.Install + ")")
 		// Install again afterwards, pass or fail, for the specs that follow.

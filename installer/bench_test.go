@@ -55,6 +55,7 @@ func BenchmarkAgent(b *testing.B) {
 	os.WriteFile(primary, orig, 0o644)
 	primaryPlugins(b, dirs["bin"], orig)
 	os.WriteFile(filepath.Join(dirs["img"], "mesh-cni"), bytes.Repeat([]byte("x"), 4<<20), 0o755)
+	os.WriteFile(filepath.Join(dirs["img"], "mesh-cni-podget"), bytes.Repeat([]byte("y"), 4<<20), 0o755)
 	os.WriteFile(filepath.Join(dirs["img"], "plugin.json"), []byte(`{"type":"mesh-cni","backend":"nftables"}`), 0o644)
 	env := testenv.Start(b)
 	ns, _, token := agentClient(b, env)
@@ -78,7 +79,7 @@ func BenchmarkAgent(b *testing.B) {
 	cmd := exec.Command(bin,
 		"--cni-bin-dir", dirs["bin"], "--cni-conf-dir", dirs["conf"], "--state-dir", dirs["state"],
 		"--run-dir", dirs["run"], "--plugin-config", filepath.Join(dirs["img"], "plugin.json"),
-		"--plugin-binary", filepath.Join(dirs["img"], "mesh-cni"), "--token-path", filepath.Join(dirs["sa"], "token"),
+		"--plugin-binary", filepath.Join(dirs["img"], "mesh-cni"), "--podget-binary", filepath.Join(dirs["img"], "mesh-cni-podget"), "--token-path", filepath.Join(dirs["sa"], "token"),
 		"--probe-addr", probe, "--metrics-addr", freeAddr(b), "--uninstall-mode=never", "--log-level=warn")
 	cmd.Env = append(os.Environ(), "KUBERNETES_SERVICE_HOST="+u.Hostname(), "KUBERNETES_SERVICE_PORT="+u.Port(),
 		"NODE_NAME="+nodeName, "POD_NAMESPACE="+ns)

@@ -19,6 +19,7 @@ type config struct {
 	stateDir, hostStateDir              string
 	runDir, hostRunDir                  string
 	pluginConfig, pluginBinary          string
+	podgetBinary                        string
 	logLevel                            string
 	probeAddr, metricsAddr              string
 	nodeName, namespace, daemonSetName  string
@@ -54,6 +55,7 @@ func parseFlags(args []string) (*config, error) {
 	fs.StringVar(&c.hostRunDir, "host-run-dir", "/var/run/mesh-cni", "host path of the run dir")
 	fs.StringVar(&c.pluginConfig, "plugin-config", "/etc/mesh-cni/plugin.json", "chain entry JSON")
 	fs.StringVar(&c.pluginBinary, "plugin-binary", "/mesh-cni", "plugin binary in the image")
+	fs.StringVar(&c.podgetBinary, "podget-binary", "/mesh-cni-podget", "mesh-cni-podget in the image: the plugin's API-server lookup, installed beside the plugin")
 	fs.StringVar(&c.logLevel, "log-level", meshconfig.DefaultLogLevel, strings.Join(meshconfig.LogLevels, ", "))
 	fs.StringVar(&c.probeAddr, "probe-addr", ":9196", "address for /healthz and /readyz")
 	fs.StringVar(&c.metricsAddr, "metrics-addr", "127.0.0.1:9197", "loopback address for /metrics (plain HTTP); beyond loopback run mesh-cni-metrics-proxy in front of it")
@@ -101,6 +103,9 @@ func parseFlags(args []string) (*config, error) {
 	case "auto", "always", "never":
 	default:
 		return nil, fmt.Errorf("--uninstall-mode must be auto, always or never, not %q", c.uninstallMode)
+	}
+	if c.podgetBinary == "" {
+		return nil, fmt.Errorf("--podget-binary must name mesh-cni-podget in the image: the plugin runs it when the agent cannot answer for a pod")
 	}
 	if c.pluginServiceAccount != "" && c.namespace == "" {
 		return nil, fmt.Errorf("--plugin-service-account=%s needs --namespace (or POD_NAMESPACE)", c.pluginServiceAccount)

@@ -34,12 +34,13 @@ func TestKill9RealAgent(t *testing.T) {
 	os.WriteFile(filepath.Join(conf, "10-crio-bridge.conf"), orig, 0o644)
 	primaryPlugins(t, filepath.Join(root, "bin"), orig)
 	os.WriteFile(filepath.Join(root, "img/mesh-cni"), []byte("plugin"), 0o755)
+	os.WriteFile(filepath.Join(root, "img/mesh-cni-podget"), []byte("podget"), 0o755)
 	os.WriteFile(filepath.Join(root, "img/plugin.json"), []byte(`{"type":"mesh-cni"}`), 0o644)
 	var cmd *exec.Cmd
 	start := func() {
 		cmd = exec.Command(bin, "--cni-bin-dir", filepath.Join(root, "bin"), "--cni-conf-dir", conf,
 			"--state-dir", filepath.Join(root, "state"), "--run-dir", filepath.Join(root, "run"),
-			"--plugin-config", filepath.Join(root, "img/plugin.json"), "--plugin-binary", filepath.Join(root, "img/mesh-cni"),
+			"--plugin-config", filepath.Join(root, "img/plugin.json"), "--plugin-binary", filepath.Join(root, "img/mesh-cni"), "--podget-binary", filepath.Join(root, "img/mesh-cni-podget"),
 			"--probe-addr", "127.0.0.1:0", "--metrics-addr", "127.0.0.1:0", "--log-level=error")
 		cmd.Env = []string{"PATH=" + os.Getenv("PATH")} // not in a pod: installs without the API
 		if err := cmd.Start(); err != nil {

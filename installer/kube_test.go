@@ -248,6 +248,7 @@ func TestAgentAgainstAPIServer(t *testing.T) {
 	os.WriteFile(d("sa/token"), []byte(token), 0o600)
 	os.WriteFile(d("sa/ca.crt"), env.CAData, 0o600)
 	os.WriteFile(d("img/mesh-cni"), []byte("plugin"), 0o755)
+	os.WriteFile(d("img/mesh-cni-podget"), []byte("podget"), 0o755)
 	os.WriteFile(d("img/plugin.json"), []byte(`{"type":"mesh-cni","backend":"nftables"}`), 0o644)
 	primaryPlugins(t, d("host/opt/cni/bin"), orig)
 	u, _ := url.Parse(env.Host)
@@ -257,7 +258,7 @@ func TestAgentAgainstAPIServer(t *testing.T) {
 	start := func() *exec.Cmd {
 		return startAgent(t, bin, u, nodeName, ns, &logs, "--cni-bin-dir", d("host/opt/cni/bin"), "--cni-conf-dir", d("host/etc/cni/net.d"),
 			"--state-dir", d("host/var/lib/mesh-cni"), "--run-dir", d("host/var/run/mesh-cni"),
-			"--plugin-config", d("img/plugin.json"), "--plugin-binary", d("img/mesh-cni"),
+			"--plugin-config", d("img/plugin.json"), "--plugin-binary", d("img/mesh-cni"), "--podget-binary", d("img/mesh-cni-podget"),
 			"--token-path", d("sa/token"), "--probe-addr", probe, "--metrics-addr", freeAddrT(t),
 			"--startup-taint", startupTaint, "--log-level=debug")
 	}
@@ -350,7 +351,7 @@ func TestAgentAgainstAPIServer(t *testing.T) {
 	if err := cmd.Wait(); err != nil {
 		t.Fatalf("agent exit: %v", err)
 	}
-	for _, p := range []string{"host/opt/cni/bin/mesh-cni", "host/var/lib/mesh-cni/kubeconfig", "host/var/run/mesh-cni/ready"} {
+	for _, p := range []string{"host/opt/cni/bin/mesh-cni", "host/opt/cni/bin/mesh-cni-podget", "host/var/lib/mesh-cni/kubeconfig", "host/var/run/mesh-cni/ready"} {
 		if _, err := os.Stat(d(p)); err != nil {
 			t.Errorf("%s gone after a restart-type stop: %v", p, err)
 		}
@@ -380,7 +381,7 @@ func TestAgentAgainstAPIServer(t *testing.T) {
 	if b, _ := os.ReadFile(primary); !bytes.Equal(b, orig) {
 		t.Errorf("primary not restored:\n%s", b)
 	}
-	for _, p := range []string{"host/opt/cni/bin/mesh-cni", "host/var/lib/mesh-cni/kubeconfig", "host/var/run/mesh-cni/ready"} {
+	for _, p := range []string{"host/opt/cni/bin/mesh-cni", "host/opt/cni/bin/mesh-cni-podget", "host/var/lib/mesh-cni/kubeconfig", "host/var/run/mesh-cni/ready"} {
 		if _, err := os.Stat(d(p)); !os.IsNotExist(err) {
 			t.Errorf("%s left after uninstall: %v", p, err)
 		}

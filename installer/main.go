@@ -90,6 +90,7 @@ func run(cfg *config, log *slog.Logger) error {
 		Subdir:       cfg.subdirChaining,
 		StateDir:     cfg.stateDir,
 		PluginBinary: cfg.pluginBinary,
+		HelperBinary: cfg.podgetBinary,
 		LoadEntry:    loadEntry,
 		EntryDir:     filepath.Dir(cfg.pluginConfig),
 		Preflight:    &install.Preflight{PrimaryBinaries: cfg.checkPrimaryBinaries, ToolDirs: toolDirs(cfg.hostToolDirs, log)},

@@ -63,12 +63,18 @@ type nodeRig struct {
 	u                      *url.URL
 }
 
+// podget is mesh-cni-podget, built beside the plugin.
+func (r *nodeRig) podget() string { return filepath.Join(filepath.Dir(r.plugin), "mesh-cni-podget") }
+
 func newNodeRig(t *testing.T) *nodeRig {
 	env := testenv.Start(t)
 	r := &nodeRig{env: env, bin: buildAgent(t), plugin: filepath.Join(t.TempDir(), "mesh-cni")}
 	r.ns, _, r.token = agentClient(t, env)
 	if out, err := exec.Command("go", "build", "-o", r.plugin, "../plugin").CombinedOutput(); err != nil {
 		t.Fatalf("build plugin: %v\n%s", err, out)
+	}
+	if out, err := exec.Command("go", "build", "-o", r.podget(), "../podget").CombinedOutput(); err != nil {
+		t.Fatalf("build mesh-cni-podget: %v\n%s", err, out)
 	}
 	var err error
 	if r.orig, err = os.ReadFile("../pkg/install/testdata/conflists/kindnet-ipv4.conflist"); err != nil {
@@ -97,7 +103,7 @@ func (r *nodeRig) node(t *testing.T, nodeName, settings string, primaryBins bool
 	startAgent(t, r.bin, r.u, nodeName, r.ns, &n.logs, append([]string{"--cni-bin-dir", n.d("host/opt/cni/bin"), "--cni-conf-dir", n.d("host/etc/cni/net.d"),
 		"--state-dir", n.d("host/var/lib/mesh-cni"), "--run-dir", n.d("host/var/run/mesh-cni"),
 		"--host-state-dir", n.d("host/var/lib/mesh-cni"), "--host-run-dir", n.d("host/var/run/mesh-cni"),
-		"--plugin-config", n.d("cfg/plugin.json"), "--plugin-binary", r.plugin, "--host-tool-dirs", n.d("host/usr/sbin"),
+		"--plugin-config", n.d("cfg/plugin.json"), "--plugin-binary", r.plugin, "--podget-binary", r.podget(), "--host-tool-dirs", n.d("host/usr/sbin"),
 		"--token-path", n.d("sa/token"), "--probe-addr", n.probe, "--metrics-addr", freeAddrT(t), "--repair=false"}, extra...)...)
 	return n
 }

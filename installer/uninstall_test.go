@@ -103,7 +103,7 @@ func TestAgentStopDecision(t *testing.T) {
 				t.Errorf("stop reason: want %q in the log", c.why)
 			}
 			got, _ := os.ReadFile(r.primary)
-			installed := []string{"host/opt/cni/bin/mesh-cni", "host/var/lib/mesh-cni/kubeconfig", "host/var/run/mesh-cni/ready"}
+			installed := []string{"host/opt/cni/bin/mesh-cni", "host/opt/cni/bin/mesh-cni-podget", "host/var/lib/mesh-cni/kubeconfig", "host/var/run/mesh-cni/ready"}
 			if c.uninstall {
 				if !bytes.Equal(got, r.orig) {
 					t.Errorf("primary not restored byte for byte:\n%s", got)
@@ -154,6 +154,7 @@ func startAgentRig(t *testing.T, env *testenv.Env, bin, ns, token, apiAddr strin
 	os.WriteFile(r.d("sa/token"), []byte(token), 0o600)
 	os.WriteFile(r.d("sa/ca.crt"), env.CAData, 0o600)
 	os.WriteFile(r.d("img/mesh-cni"), []byte("plugin"), 0o755)
+	os.WriteFile(r.d("img/mesh-cni-podget"), []byte("podget"), 0o755)
 	os.WriteFile(r.d("img/plugin.json"), []byte(`{"type":"mesh-cni","backend":"nftables"}`), 0o644)
 	host, port, _ := net.SplitHostPort(apiAddr)
 	nodeName := "node-" + ns
@@ -161,7 +162,7 @@ func startAgentRig(t *testing.T, env *testenv.Env, bin, ns, token, apiAddr strin
 	probe := freeAddrT(t)
 	r.cmd = exec.Command(bin, "--cni-bin-dir", r.d("host/opt/cni/bin"), "--cni-conf-dir", r.d("host/etc/cni/net.d"),
 		"--state-dir", r.d("host/var/lib/mesh-cni"), "--run-dir", r.d("host/var/run/mesh-cni"),
-		"--plugin-config", r.d("img/plugin.json"), "--plugin-binary", r.d("img/mesh-cni"),
+		"--plugin-config", r.d("img/plugin.json"), "--plugin-binary", r.d("img/mesh-cni"), "--podget-binary", r.d("img/mesh-cni-podget"),
 		"--token-path", r.d("sa/token"), "--probe-addr", probe, "--metrics-addr", freeAddrT(t), "--log-level=debug")
 	r.cmd.Env = append(os.Environ(), "KUBERNETES_SERVICE_HOST="+host, "KUBERNETES_SERVICE_PORT="+port,
 		"NODE_NAME="+nodeName, "POD_NAMESPACE="+ns)

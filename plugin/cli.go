@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/mesh-cni/mesh-cni/pkg/explain"
 	bv "github.com/mesh-cni/mesh-cni/pkg/version"
 )
 
@@ -16,11 +15,14 @@ func isSubcommand(arg string) bool {
 	return false
 }
 
-// runCLI runs a subcommand and returns the exit code.
+// runCLI runs a subcommand and returns the exit code. "explain" lives in
+// mesh-cnictl: its manifest parsing would grow a binary the runtime execs
+// for every pod, so here it only says where to find it.
 func runCLI(args []string, stdout, stderr io.Writer) int {
 	switch args[0] {
 	case "explain":
-		return explain.Run(args[1:], stdout, stderr)
+		fmt.Fprintln(stderr, "mesh-cni explain moved to mesh-cnictl: run \"mesh-cnictl explain\" with the same flags (mesh-cnictl explain -h)")
+		return 2
 	case "version":
 		fmt.Fprintln(stdout, "mesh-cni", bv.Version)
 		return 0
@@ -33,7 +35,7 @@ func runCLI(args []string, stdout, stderr io.Writer) int {
 const usage = `mesh-cni: chained CNI plugin for service-mesh traffic redirection.
 
 Run by the container runtime with CNI_COMMAND set. As a command:
-  mesh-cni explain [flags]   print the rules ADD would write for a pod
-                             (mesh-cni explain -h for its flags)
   mesh-cni version           print the version
+
+To see the rules ADD would write for a pod: mesh-cnictl explain.
 `

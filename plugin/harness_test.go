@@ -28,6 +28,7 @@ import (
 
 	"github.com/mesh-cni/mesh-cni/pkg/mesh"
 	"github.com/mesh-cni/mesh-cni/pkg/node"
+	"github.com/mesh-cni/mesh-cni/pkg/podget"
 	"github.com/mesh-cni/mesh-cni/pkg/testenv"
 )
 
@@ -42,7 +43,7 @@ const (
 )
 
 var (
-	pluginDir       string // holds the freshly built mesh-cni
+	pluginDir       string // holds the freshly built mesh-cni and mesh-cni-podget
 	upstreamRelease string // CNI_PLUGINS_VERSION, read by pinnedVersion
 	upstreamDir     string // ptp, bridge, host-local built from upstreamRelease
 	specVers        = []string{"0.3.1", "0.4.0", "1.0.0", "1.1.0"}
@@ -118,13 +119,19 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	build := exec.Command("go", "build", "-trimpath", "-o", filepath.Join(dir, "mesh-cni"), ".")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "build mesh-cni: %v\n%s", err, out)
-		os.Exit(1)
+	// The plugin and, beside it as the agent installs them, the helper
+	// that does its API fallback GET.
+	for name, pkg := range map[string]string{"mesh-cni": ".", podget.Binary: "../podget"} {
+		build := exec.Command("go", "build", "-trimpath", "-o", filepath.Join(dir, name), pkg)
+		build.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := build.CombinedOutput(); err != nil {
+			fmt.Fprintf(os.Stderr, "build %s: %v\n%s", name, err, out)
+			os.Exit(1)
+		}
 	}
 	pluginDir = dir
+	// lookupPod called in-process (lookup_test.go) runs the same helper.
+	podgetPath = func() (string, error) { return filepath.Join(dir, podget.Binary), nil }
 	if upstreamDir, err = buildUpstreamPlugins(); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
@@ -300,7 +307,8 @@ type chainOpts struct {
 	families string // "v4", "v6", "dual"
 	subnet   int    // picks distinct ranges per chain so chains never collide
 	mesh     map[string]any
-	noMesh   bool // the primary alone (benchmark baseline)
+	noMesh   bool   // the primary alone (benchmark baseline)
+	binDir   string // where mesh-cni is; "" = pluginDir
 }
 
 type chain struct {
@@ -370,7 +378,11 @@ func newChain(t *testing.T, env *nodeEnv, o chainOpts) *chain {
 	if err != nil {
 		t.Fatalf("conflist: %v\n%s", err, b)
 	}
-	c.cni = libcni.NewCNIConfigWithCacheDir([]string{pluginDir, refPlugins(o.version)}, t.TempDir(), nil)
+	bin := pluginDir
+	if o.binDir != "" {
+		bin = o.binDir
+	}
+	c.cni = libcni.NewCNIConfigWithCacheDir([]string{bin, refPlugins(o.version)}, t.TempDir(), nil)
 	return c
 }
 

@@ -2,12 +2,15 @@ package main
 
 import (
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/containernetworking/cni/pkg/types"
 
 	"github.com/mesh-cni/mesh-cni/pkg/mesh"
+	"github.com/mesh-cni/mesh-cni/pkg/podget"
 )
 
 // linkerdPod is what the agent's cache holds for a Linkerd pod with the
@@ -100,4 +103,50 @@ func TestLookupFailsClosed(t *testing.T) {
 			t.Errorf("exempt pod %s got rules via %v", podName(p), got)
 		}
 	}
+}
+
+// A bin dir holding the plugin without mesh-cni-podget (a hand-copied
+// plugin, a half-done install): when the agent cannot answer, a pod that
+// needs the lookup fails ADD with code 11 naming the missing helper; it is
+// never passed through unredirected. Exempt pods and DEL are unaffected.
+func TestLookupHelperMissing(t *testing.T) {
+	bin := t.TempDir()
+	b, err := os.ReadFile(filepath.Join(pluginDir, "mesh-cni"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(bin, "mesh-cni"), b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	env := newNodeEnv(t) // agent down
+	c := newChain(t, env, chainOpts{version: "1.0.0", subnet: 43, binDir: bin, mesh: map[string]any{
+		"lookupTimeout": "1s", "excludeNamespaces": []string{"kube-system"},
+	}})
+	for _, p := range []*pod{
+		newPod(t, "shop", "web-1", map[string]string{"linkerd.io/proxy-version": "edge-26.1.1"}),
+		newPod(t, "shop", "web-2", nil),
+	} {
+		_, err := c.add(p)
+		var e *types.Error
+		want := filepath.Join(bin, podget.Binary) + " is missing"
+		if !errors.As(err, &e) || e.Code != types.ErrTryAgainLater || !strings.Contains(e.Details, want) {
+			t.Errorf("ADD %s: got %v, want code 11 with %q", podName(p), err, want)
+		}
+		if got := ours(ruleDump(t, p.netns.Path())); len(got) != 0 {
+			t.Errorf("failed ADD left rules via %v", got)
+		}
+		if err := c.del(p); err != nil {
+			t.Errorf("DEL after failed ADD: %v", err)
+		}
+	}
+	// The helper is only needed when the agent cannot answer.
+	env.startAgent(t)
+	env.setPod(linkerdPod("shop", "web-3"))
+	meshed := newPod(t, "shop", "web-3", map[string]string{"linkerd.io/proxy-version": "edge-26.1.1"})
+	c.mustAdd(meshed)
+	if got := ours(ruleDump(t, meshed.netns.Path())); len(got) == 0 {
+		t.Error("pod the agent answered for got no rules")
+	}
+	exempt := newPod(t, "kube-system", "coredns-1", nil)
+	c.mustAdd(exempt)
 }

@@ -125,6 +125,7 @@ func TestPodFromAgent(t *testing.T) {
 	}
 }
 
+// podFromAPI runs the real mesh-cni-podget, as the plugin does.
 func TestPodFromAPI(t *testing.T) {
 	for _, chunked := range []bool{false, true} {
 		kc, hits := serveAPI(t, "s3cret", chunked)

@@ -1,6 +1,7 @@
 // Command mesh-cni is a chained CNI plugin that writes a meshed pod's
 // traffic redirection into its network namespace. Run without CNI_COMMAND it
-// is a small CLI (explain, version).
+// prints its version (mesh-cni version); "what would ADD do for this pod" is
+// mesh-cnictl explain.
 package main
 
 import (
@@ -29,5 +30,5 @@ func main() {
 		Del:    cmdDel,
 		Status: cmdStatus,
 		GC:     cmdGC,
-	}, version.All, "mesh-cni "+bv.Version+" (without CNI_COMMAND: mesh-cni explain|version)")
+	}, version.All, "mesh-cni "+bv.Version+" (without CNI_COMMAND: mesh-cni version; explain: mesh-cnictl explain)")
 }

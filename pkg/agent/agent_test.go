@@ -53,13 +53,14 @@ func newFixtureMod(t *testing.T, root string, withKube bool, published *Status, 
 		os.MkdirAll(d, 0o755)
 	}
 	os.WriteFile(root+"/img/mesh-cni", []byte("plugin"), 0o755)
+	os.WriteFile(root+"/img/mesh-cni-podget", []byte("podget"), 0o755)
 	os.WriteFile(f.token, []byte("tok-1"), 0o600)
 	entry, err := config.Load([]byte(`{"type":"mesh-cni"}`), config.HostPaths{Kubeconfig: "/var/lib/mesh-cni/kubeconfig"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	ic := install.Config{BinDir: f.bin, ConfDir: f.conf, StateDir: f.state, PluginBinary: root + "/img/mesh-cni",
+	ic := install.Config{BinDir: f.bin, ConfDir: f.conf, StateDir: f.state, PluginBinary: root + "/img/mesh-cni", HelperBinary: root + "/img/mesh-cni-podget",
 		Chained: true, Entry: entry, Log: log}
 	o := Options{
 		Watch:       install.WatchOptions{RetryDelay: 20 * time.Millisecond},
@@ -225,8 +226,10 @@ func TestUninstallOrder(t *testing.T) {
 		// uninstall must refuse to touch it and keep the binary.
 		t.Fatal("uninstall of a broken file reported success")
 	}
-	if _, err := os.Stat(f.bin + "/mesh-cni"); err != nil {
-		t.Error("binary removed while a config may still name it")
+	for _, b := range []string{"/mesh-cni", "/mesh-cni-podget"} {
+		if _, err := os.Stat(f.bin + b); err != nil {
+			t.Errorf("%s removed while a config may still name the plugin", b)
+		}
 	}
 }
 

@@ -59,7 +59,7 @@ func TestFixturesInNetns(t *testing.T) {
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no fixtures: %v", err)
 	}
-	plugins := filepath.Dir(testenv.GoBinary(t, "plugin", "mesh-cni"))
+	plugins := testenv.PluginDir(t)
 	testenv.TestProxy(t)
 	for _, f := range files {
 		t.Run(strings.TrimSuffix(strings.TrimPrefix(f, "testdata/"), ".yaml"), func(t *testing.T) {

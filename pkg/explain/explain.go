@@ -1,4 +1,4 @@
-// Package explain is "mesh-cni explain": it shows what ADD would decide for
+// Package explain is "mesh-cnictl explain": it shows what ADD would decide for
 // a pod and the rules it would write, without touching any netns.
 package explain
 
@@ -19,7 +19,7 @@ import (
 	"github.com/mesh-cni/mesh-cni/pkg/rules"
 )
 
-const usage = `usage: mesh-cni explain [flags]
+const usage = `usage: mesh-cnictl explain [flags]
 
 Shows whether ADD would redirect a pod, and the rules it would write, as an
 "nft -f" script and as "iptables-restore --noflush" input per family.
@@ -59,7 +59,7 @@ type options struct {
 // is invalid (the error ADD would fail with), 2 usage.
 func Run(args []string, stdout, stderr io.Writer) int {
 	o := options{annotations: kvFlag{}, labels: kvFlag{}}
-	fs := flag.NewFlagSet("mesh-cni explain", flag.ContinueOnError)
+	fs := flag.NewFlagSet("mesh-cnictl explain", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() { fmt.Fprint(stderr, usage) }
 	fs.StringVar(&o.profile, "profile", "", "")
@@ -77,7 +77,7 @@ func Run(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	usageErr := func(msg string) int {
-		fmt.Fprintf(stderr, "mesh-cni explain: %s\n%s", msg, usage)
+		fmt.Fprintf(stderr, "mesh-cnictl explain: %s\n%s", msg, usage)
 		return 2
 	}
 	switch {
@@ -91,7 +91,7 @@ func Run(args []string, stdout, stderr io.Writer) int {
 		return usageErr(fmt.Sprintf("--format %q: want nft, iptables or both", o.format))
 	}
 	if err := explain(o, stdout); err != nil {
-		fmt.Fprintf(stderr, "mesh-cni explain: %v\n", err)
+		fmt.Fprintf(stderr, "mesh-cnictl explain: %v\n", err)
 		return 1
 	}
 	return 0

@@ -179,7 +179,7 @@ func TestErrors(t *testing.T) {
 			t.Errorf("%v: exit %d, want %d with %q; stdout:\n%s\nstderr:\n%s", c.args, code, c.code, c.want, out, errs)
 		}
 	}
-	if code, _, errs := run(t, "-h"); code != 0 || !strings.Contains(errs, "usage: mesh-cni explain") {
+	if code, _, errs := run(t, "-h"); code != 0 || !strings.Contains(errs, "usage: mesh-cnictl explain") {
 		t.Errorf("-h: %d %s", code, errs)
 	}
 }

@@ -32,8 +32,8 @@ var testHostPaths = config.HostPaths{
 }
 
 type env struct {
-	root, bin, conf, state, plugin string
-	in                             *Installer
+	root, bin, conf, state, plugin, helper string
+	in                                     *Installer
 }
 
 func newEnv(t testing.TB, mod func(*Config)) *env {
@@ -45,6 +45,7 @@ func newEnv(t testing.TB, mod func(*Config)) *env {
 		conf:   filepath.Join(root, "etc/cni/net.d"),
 		state:  filepath.Join(root, "var/lib/mesh-cni"),
 		plugin: filepath.Join(root, "image/mesh-cni"),
+		helper: filepath.Join(root, "image/mesh-cni-podget"),
 	}
 	for _, d := range []string{e.bin, e.conf, filepath.Dir(e.plugin)} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
@@ -54,12 +55,15 @@ func newEnv(t testing.TB, mod func(*Config)) *env {
 	if err := os.WriteFile(e.plugin, []byte("#!/bin/sh\necho plugin\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
+	if err := os.WriteFile(e.helper, []byte("#!/bin/sh\necho podget\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
 	entry, err := config.Load([]byte(testPluginJSON), testHostPaths)
 	if err != nil {
 		t.Fatal(err)
 	}
 	cfg := Config{
-		BinDir: e.bin, ConfDir: e.conf, StateDir: e.state, PluginBinary: e.plugin,
+		BinDir: e.bin, ConfDir: e.conf, StateDir: e.state, PluginBinary: e.plugin, HelperBinary: e.helper,
 		Chained: true, Entry: entry,
 		Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
 	}

@@ -1,4 +1,5 @@
-// Package install puts the mesh-cni plugin on a node: it copies the binary,
+// Package install puts the mesh-cni plugin on a node: it copies the binaries
+// (the plugin and mesh-cni-podget, the helper it execs for its API lookup),
 // chains the plugin into the primary CNI config the runtime uses, keeps it
 // chained when the primary rewrites its file, and undoes all of it on
 // uninstall, restoring the primary's config byte for byte.
@@ -28,6 +29,10 @@ type Config struct {
 	Subdir       bool   // drop <confdir>/<network>/mesh-cni.conf instead of editing the primary
 	StateDir     string // persistent: backups and the install record
 	PluginBinary string // the plugin inside the image
+	// HelperBinary is mesh-cni-podget inside the image, installed beside
+	// the plugin (which runs it for its fallback pod GET); "" installs
+	// the plugin alone.
+	HelperBinary string
 	Entry        []byte // the resolved chain entry (config.Load)
 	// LoadEntry, when set, builds the entry afresh on every pass (the
 	// chart's file may change); an error refuses the pass and leaves the
@@ -62,11 +67,13 @@ const settleTime = 2 * time.Second
 type Installer struct {
 	cfg Config
 	log *slog.Logger
-	// What the installed binary looked like after we last checked it, so
-	// a pass does not re-read megabytes when nothing changed.
-	binSeen fileStamp
-	srcSeen fileStamp
+	// What the installed binaries looked like after we last checked them,
+	// so a pass does not re-read megabytes when nothing changed.
+	plugin, helper seen
 }
+
+// seen is an installed file's stamp and its source's, as last copied.
+type seen struct{ dst, src fileStamp }
 
 // fileStamp identifies a file's version without reading it.
 type fileStamp struct {
@@ -104,40 +111,73 @@ func New(cfg Config) (*Installer, error) {
 // BinaryPath is where the plugin binary goes.
 func (in *Installer) BinaryPath() string { return filepath.Join(in.cfg.BinDir, node.PluginType) }
 
-// InstallBinary copies the plugin into the bin dir. It must succeed before
-// any config names the plugin: CRI-O skips a list whose plugins are missing.
+// HelperPath is where mesh-cni-podget goes: beside the plugin, where the
+// plugin looks for it.
+func (in *Installer) HelperPath() string { return filepath.Join(in.cfg.BinDir, node.HelperBinary) }
+
+// InstallBinary copies the helper, then the plugin, into the bin dir. It
+// must succeed before any config names the plugin: CRI-O skips a list
+// whose plugins are missing. The helper goes first so a new plugin never
+// runs without it.
 func (in *Installer) InstallBinary() (bool, error) {
 	if fi, err := os.Stat(in.cfg.BinDir); err != nil {
 		return false, fmt.Errorf("CNI bin dir: %w", err)
 	} else if !fi.IsDir() {
 		return false, fmt.Errorf("CNI bin dir %s is not a directory", in.cfg.BinDir)
 	}
-	src, srcOK := stampOf(in.cfg.PluginBinary)
-	if dst, ok := stampOf(in.BinaryPath()); ok && srcOK && dst == in.binSeen && src == in.srcSeen {
+	var helperChanged bool
+	if in.cfg.HelperBinary != "" {
+		var err error
+		if helperChanged, err = installFile(in.cfg.HelperBinary, in.HelperPath(), &in.helper); err != nil {
+			return false, fmt.Errorf("install %s: %w", node.HelperBinary, err)
+		}
+	}
+	changed, err := installFile(in.cfg.PluginBinary, in.BinaryPath(), &in.plugin)
+	if err != nil {
+		return helperChanged, fmt.Errorf("install plugin binary: %w", err)
+	}
+	return changed || helperChanged, nil
+}
+
+// installFile copies src to dst unless neither changed since last time.
+func installFile(src, dst string, last *seen) (bool, error) {
+	srcSt, srcOK := stampOf(src)
+	if dstSt, ok := stampOf(dst); ok && srcOK && dstSt == last.dst && srcSt == last.src {
 		return false, nil
 	}
-	changed, err := CopyFileAtomic(in.cfg.PluginBinary, in.BinaryPath(), 0o755)
+	changed, err := CopyFileAtomic(src, dst, 0o755)
 	if err != nil {
-		in.binSeen = fileStamp{}
-		return false, fmt.Errorf("install plugin binary: %w", err)
+		*last = seen{}
+		return false, err
 	}
-	in.binSeen, _ = stampOf(in.BinaryPath())
-	in.srcSeen = src
+	last.dst, _ = stampOf(dst)
+	last.src = srcSt
 	return changed, nil
 }
 
-// BinaryInstalled reports whether the bin dir holds the plugin we ship.
+// BinaryInstalled reports whether the bin dir holds the plugin (and the
+// helper) we ship.
 func (in *Installer) BinaryInstalled() error {
-	want, err := os.ReadFile(in.cfg.PluginBinary)
-	if err != nil {
-		return fmt.Errorf("read %s: %w", in.cfg.PluginBinary, err)
+	if err := sameFile(in.cfg.PluginBinary, in.BinaryPath(), "plugin binary"); err != nil {
+		return err
 	}
-	got, err := os.ReadFile(in.BinaryPath())
+	if in.cfg.HelperBinary != "" {
+		return sameFile(in.cfg.HelperBinary, in.HelperPath(), node.HelperBinary)
+	}
+	return nil
+}
+
+func sameFile(src, dst, what string) error {
+	want, err := os.ReadFile(src)
 	if err != nil {
-		return fmt.Errorf("plugin binary: %w", err)
+		return fmt.Errorf("read %s: %w", src, err)
+	}
+	got, err := os.ReadFile(dst)
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, err)
 	}
 	if !bytes.Equal(want, got) {
-		return fmt.Errorf("plugin binary %s differs from the one shipped", in.BinaryPath())
+		return fmt.Errorf("%s %s differs from the one shipped", what, dst)
 	}
 	return nil
 }

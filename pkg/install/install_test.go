@@ -518,3 +518,89 @@ func TestUninstallWithoutBackup(t *testing.T) {
 		t.Errorf("got %s", l.Bytes)
 	}
 }
+
+// The plugin and its helper mesh-cni-podget go into the bin dir together:
+// installed, updated when the image's copy changes, put back when removed,
+// and removed together.
+func TestBinaries(t *testing.T) {
+	e := newEnv(t, nil)
+	same := func(src, dst string) {
+		t.Helper()
+		want, _ := os.ReadFile(src)
+		got, err := os.ReadFile(dst)
+		if err != nil || !bytes.Equal(got, want) {
+			t.Errorf("%s: %q %v, want %q", dst, got, err, want)
+		}
+		if fi, err := os.Stat(dst); err != nil || fi.Mode().Perm() != 0o755 {
+			t.Errorf("%s: mode %v %v", dst, fi.Mode(), err)
+		}
+	}
+	install := func(wantChanged bool) {
+		t.Helper()
+		changed, err := e.in.InstallBinary()
+		if err != nil || changed != wantChanged {
+			t.Fatalf("InstallBinary: changed %v, %v; want changed %v", changed, err, wantChanged)
+		}
+		same(e.plugin, e.in.BinaryPath())
+		same(e.helper, e.in.HelperPath())
+		if err := e.in.BinaryInstalled(); err != nil {
+			t.Error(err)
+		}
+	}
+	if e.in.HelperPath() != filepath.Join(e.bin, "mesh-cni-podget") {
+		t.Errorf("helper path %s", e.in.HelperPath())
+	}
+	install(true)
+	install(false)
+	// A new image: the helper changed alone, then the plugin alone.
+	os.WriteFile(e.helper, []byte("#!/bin/sh\necho podget v2\n"), 0o755)
+	install(true)
+	os.WriteFile(e.plugin, []byte("#!/bin/sh\necho plugin v2\n"), 0o755)
+	install(true)
+	// Removed or changed on the host: put back.
+	os.Remove(e.in.HelperPath())
+	if err := e.in.BinaryInstalled(); err == nil || !strings.Contains(err.Error(), "mesh-cni-podget") {
+		t.Errorf("BinaryInstalled without the helper: %v", err)
+	}
+	install(true)
+	os.WriteFile(e.in.HelperPath(), []byte("tampered"), 0o755)
+	if err := e.in.BinaryInstalled(); err == nil || !strings.Contains(err.Error(), "differs") {
+		t.Errorf("BinaryInstalled with a changed helper: %v", err)
+	}
+	install(true)
+
+	if err := e.in.RemoveBinary(); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{e.in.BinaryPath(), e.in.HelperPath()} {
+		if _, err := os.Stat(p); !os.IsNotExist(err) {
+			t.Errorf("%s left after RemoveBinary: %v", p, err)
+		}
+	}
+	if err := e.in.RemoveBinary(); err != nil {
+		t.Errorf("RemoveBinary with nothing left: %v", err)
+	}
+
+	// An image without the helper is refused: the plugin would fail every
+	// pod the agent cannot answer for.
+	os.Remove(e.helper)
+	if _, err := e.in.InstallBinary(); err == nil || !strings.Contains(err.Error(), "install mesh-cni-podget") {
+		t.Errorf("image without the helper: %v", err)
+	}
+	// Without HelperBinary the plugin goes alone (and RemoveBinary still
+	// takes a helper an earlier install left).
+	e2 := newEnv(t, func(c *Config) { c.HelperBinary = "" })
+	if _, err := e2.in.InstallBinary(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(e2.in.HelperPath()); !os.IsNotExist(err) {
+		t.Errorf("helper installed without HelperBinary: %v", err)
+	}
+	os.WriteFile(e2.in.HelperPath(), []byte("old"), 0o755)
+	if err := e2.in.RemoveBinary(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(e2.in.HelperPath()); !os.IsNotExist(err) {
+		t.Errorf("helper left: %v", err)
+	}
+}

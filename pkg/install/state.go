@@ -214,6 +214,12 @@ func (in *Installer) unconvert(list, conf string) error {
 	return nil
 }
 
-// RemoveBinary deletes the plugin binary. Call it after Uninstall, so no
-// config names a missing plugin.
-func (in *Installer) RemoveBinary() error { return RemoveFileDurable(in.BinaryPath()) }
+// RemoveBinary deletes the plugin binary, then its helper. Call it after
+// Uninstall, so no config names a missing plugin. The helper is removed
+// even when HelperBinary is unset: it is ours either way.
+func (in *Installer) RemoveBinary() error {
+	if err := RemoveFileDurable(in.BinaryPath()); err != nil {
+		return err
+	}
+	return RemoveFileDurable(in.HelperPath())
+}

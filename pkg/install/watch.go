@@ -236,7 +236,7 @@ func (in *Installer) relevant(ev fsnotify.Event) bool {
 		return true
 	}
 	if dir == filepath.Clean(in.cfg.BinDir) {
-		return base == filepath.Base(in.BinaryPath())
+		return base == filepath.Base(in.BinaryPath()) || base == filepath.Base(in.HelperPath())
 	}
 	if ev.Has(fsnotify.Chmod) && !ev.Has(fsnotify.Write) {
 		return false

@@ -86,11 +86,13 @@ func TestWatchWaitsForPrimaryThenChains(t *testing.T) {
 	if err := e.in.BinaryInstalled(); err != nil {
 		t.Fatal(err)
 	}
-	// The binary is removed by someone: it comes back.
-	os.Remove(e.in.BinaryPath())
-	waitState(t, ch, func(s State) bool { return s.BinaryChanged })
-	if err := e.in.BinaryInstalled(); err != nil {
-		t.Fatal(err)
+	// The binary is removed by someone: it comes back. So does the helper.
+	for _, p := range []string{e.in.BinaryPath(), e.in.HelperPath()} {
+		os.Remove(p)
+		waitState(t, ch, func(s State) bool { return s.BinaryChanged })
+		if err := e.in.BinaryInstalled(); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 

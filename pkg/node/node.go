@@ -23,6 +23,9 @@ const (
 	DefaultBinDir       = "/opt/cni/bin"
 	DefaultConfDir      = "/etc/cni/net.d"
 	PluginType          = "mesh-cni"
+	// HelperBinary does the plugin's fallback pod GET through the API
+	// server (podget/); it sits beside the plugin in the CNI bin dir.
+	HelperBinary = "mesh-cni-podget"
 
 	// PodAnnotationsCapability makes containerd and CRI-O pass the pod's
 	// annotations in runtimeConfig, so ADD needs no API call.

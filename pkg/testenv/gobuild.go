@@ -39,6 +39,32 @@ func GoBinary(t testing.TB, pkg, name string) string {
 	return path
 }
 
+// PluginDir builds the plugin (mesh-cni) and beside it mesh-cni-podget,
+// the helper it execs for its API-server lookup, as the agent installs
+// them: once per test binary, into a world-readable dir, for a CNI plugin
+// path. Main removes it after the tests.
+func PluginDir(t testing.TB) string {
+	t.Helper()
+	dir, err := pluginDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+var pluginDir = sync.OnceValues(func() (string, error) {
+	dir, err := binDir()
+	if err != nil {
+		return "", err
+	}
+	for pkg, name := range map[string]string{"plugin": "mesh-cni", "podget": "mesh-cni-podget"} {
+		if err := buildInto(dir, pkg, name); err != nil {
+			return "", err
+		}
+	}
+	return dir, nil
+})
+
 // builtBinary is the path of pkg when a test has built it.
 func builtBinary(pkg string) (string, bool) {
 	buildsMu.Lock()
@@ -52,6 +78,18 @@ func builtBinary(pkg string) (string, bool) {
 }
 
 func goBuild(pkg, name string) (string, error) {
+	dir, err := binDir()
+	if err != nil {
+		return "", err
+	}
+	if err := buildInto(dir, pkg, name); err != nil {
+		return "", err
+	}
+	return filepath.Join(dir, name), nil
+}
+
+// binDir makes a world-readable temp dir that Main removes.
+func binDir() (string, error) {
 	dir, err := os.MkdirTemp("", "mesh-cni-bin-")
 	if err == nil {
 		buildsMu.Lock()
@@ -59,16 +97,16 @@ func goBuild(pkg, name string) (string, error) {
 		buildsMu.Unlock()
 		err = os.Chmod(dir, 0o755)
 	}
-	if err != nil {
-		return "", err
-	}
-	path := filepath.Join(dir, name)
-	build := exec.Command("go", "build", "-trimpath", "-o", path, Module+"/"+pkg)
+	return dir, err
+}
+
+func buildInto(dir, pkg, name string) error {
+	build := exec.Command("go", "build", "-trimpath", "-o", filepath.Join(dir, name), Module+"/"+pkg)
 	build.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := build.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("build %s: %v\n%s", pkg, err, out)
+		return fmt.Errorf("build %s: %v\n%s", pkg, err, out)
 	}
-	return path, nil
+	return nil
 }
 
 func removeBinaries() {

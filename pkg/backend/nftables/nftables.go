@@ -2,7 +2,7 @@
 // nf_tables netlink messages sent in-process: no binary on the host, one
 // transaction for the whole rule set.
 //
-// The layout is the one rules.Nft prints for "mesh-cni explain": one
+// The layout is the one rules.Nft prints for "mesh-cnictl explain": one
 // "table inet mesh_cni" holds every chain of every IR table; a hooked chain
 // is a base chain at the priority iptables uses for its table.
 package nftables

@@ -2,16 +2,16 @@
 // "ip rule fwmark M lookup T" and "local default dev lo table T", per
 // family. Every rule and route it adds carries protocol Proto, so Delete
 // finds exactly ours without being told the marks and tables.
+//
+// It speaks rtnetlink through github.com/mdlayher/netlink, the netlink
+// library the nftables backend already links (rtnl.go holds the messages).
 package policy
 
 import (
 	"errors"
 	"fmt"
-	"net"
 	"os"
 
-	"github.com/vishvananda/netlink"
-	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 
 	"github.com/mesh-cni/mesh-cni/pkg/rules"
@@ -21,56 +21,47 @@ import (
 // show proto 109"). It is unassigned in iproute2's rt_protos.
 const Proto = 109
 
-func handle(ns *os.File) (*netlink.Handle, error) {
-	h, err := netlink.NewHandleAt(netns.NsHandle(ns.Fd()), unix.NETLINK_ROUTE)
-	if err != nil {
-		return nil, fmt.Errorf("netlink in netns: %w", err)
-	}
-	return h, nil
-}
-
-func afs(f rules.Family) (int, *net.IPNet) {
+func afOf(f rules.Family) uint8 {
 	if f == rules.IPv6 {
-		return unix.AF_INET6, &net.IPNet{IP: net.IPv6zero, Mask: net.CIDRMask(0, 128)}
+		return unix.AF_INET6
 	}
-	return unix.AF_INET, &net.IPNet{IP: net.IPv4zero.To4(), Mask: net.CIDRMask(0, 32)}
+	return unix.AF_INET
 }
 
 // Apply replaces our policy routes with those of rs. A netns without them
 // costs one rule dump.
 func Apply(ns *os.File, rs rules.RuleSet) error {
-	h, err := handle(ns)
+	c, err := dial(ns)
 	if err != nil {
 		return err
 	}
-	defer h.Close()
-	if err := remove(h); err != nil {
+	defer c.Close()
+	if err := remove(c); err != nil {
 		return err
 	}
 	if len(rs.PolicyRoutes) == 0 {
 		return nil
 	}
-	lo, err := h.LinkByName("lo")
+	lo, err := c.linkByName("lo")
 	if err != nil {
 		return fmt.Errorf("policy route: loopback: %w", err)
 	}
 	// The kernel refuses an IPv6 route on a down device. The runtime's
 	// loopback plugin brings lo up anyway, but not always before us.
-	if lo.Attrs().Flags&net.FlagUp == 0 {
-		if err := h.LinkSetUp(lo); err != nil {
+	if lo.flags&unix.IFF_UP == 0 {
+		if err := c.linkSetUp(lo.index); err != nil {
 			return fmt.Errorf("policy route: set lo up: %w", err)
 		}
 	}
 	for _, fam := range rs.Families {
-		af, all := afs(fam)
+		af := afOf(fam)
 		for _, p := range rs.PolicyRoutes {
-			rt := &netlink.Route{LinkIndex: lo.Attrs().Index, Dst: all, Table: p.Table, Type: unix.RTN_LOCAL,
-				Scope: unix.RT_SCOPE_HOST, Protocol: Proto, Family: af}
-			if err := h.RouteReplace(rt); err != nil {
+			rt := route{family: af, table: uint32(p.Table), typ: unix.RTN_LOCAL, scope: unix.RT_SCOPE_HOST,
+				protocol: Proto, oif: uint32(lo.index), dst: make([]byte, addrLen(af))}
+			if err := c.routeReplace(rt); err != nil {
 				return fmt.Errorf("%s policy route: local default dev lo table %d: %w", fam, p.Table, err)
 			}
-			r := ruleFor(af, p)
-			if err := h.RuleAdd(r); err != nil && !errors.Is(err, unix.EEXIST) {
+			if err := c.ruleAdd(ruleFor(af, p)); err != nil && !errors.Is(err, unix.EEXIST) {
 				return fmt.Errorf("%s policy route: ip rule fwmark %#x lookup %d: %w", fam, p.Mark, p.Table, err)
 			}
 		}
@@ -78,59 +69,74 @@ func Apply(ns *os.File, rs rules.RuleSet) error {
 	return nil
 }
 
-func ruleFor(af int, p rules.PolicyRoute) *netlink.Rule {
-	r := netlink.NewRule()
-	r.Family = af
-	r.Mark = p.Mark
-	mask := uint32(0xffffffff)
-	r.Mask = &mask
-	r.Table = p.Table
-	r.Protocol = Proto
-	return r
+func ruleFor(af uint8, p rules.PolicyRoute) rule {
+	return rule{family: af, mark: p.Mark, mask: 0xffffffff, hasMask: true, table: uint32(p.Table), protocol: Proto}
+}
+
+func addrLen(af uint8) int {
+	if af == unix.AF_INET6 {
+		return 16
+	}
+	return 4
 }
 
 // Delete removes our ip rules and the routes in their tables. It succeeds
 // when there are none.
 func Delete(ns *os.File) error {
-	h, err := handle(ns)
+	c, err := dial(ns)
 	if err != nil {
 		return err
 	}
-	defer h.Close()
-	return remove(h)
+	defer c.Close()
+	return remove(c)
 }
 
-func ours(h *netlink.Handle) ([]netlink.Rule, error) {
-	all, err := h.RuleList(unix.AF_UNSPEC)
+func ours(c *conn) ([]rule, error) {
+	all, err := c.ruleList()
 	if err != nil {
 		return nil, fmt.Errorf("list ip rules: %w", err)
 	}
-	var out []netlink.Rule
+	var out []rule
 	for _, r := range all {
-		if r.Protocol == Proto {
+		if r.protocol == Proto {
 			out = append(out, r)
 		}
 	}
 	return out, nil
 }
 
-func remove(h *netlink.Handle) error {
-	rs, err := ours(h)
+// routesOf lists the routes of family af in table with protocol Proto; typ
+// 0 means any type.
+func routesOf(c *conn, af uint8, table uint32, typ uint8) ([]route, error) {
+	all, err := c.routeList(af)
+	if err != nil {
+		return nil, err
+	}
+	var out []route
+	for _, rt := range all {
+		if rt.table == table && rt.protocol == Proto && (typ == 0 || rt.typ == typ) {
+			out = append(out, rt)
+		}
+	}
+	return out, nil
+}
+
+func remove(c *conn) error {
+	rs, err := ours(c)
 	if err != nil {
 		return err
 	}
 	for _, r := range rs {
-		if err := h.RuleDel(&r); err != nil && !errors.Is(err, unix.ENOENT) {
-			return fmt.Errorf("delete ip rule fwmark %#x lookup %d: %w", r.Mark, r.Table, err)
+		if err := c.ruleDel(r); err != nil && !errors.Is(err, unix.ENOENT) {
+			return fmt.Errorf("delete ip rule fwmark %#x lookup %d: %w", r.mark, r.table, err)
 		}
-		routes, err := h.RouteListFiltered(r.Family, &netlink.Route{Table: r.Table, Protocol: Proto},
-			netlink.RT_FILTER_TABLE|netlink.RT_FILTER_PROTOCOL)
+		routes, err := routesOf(c, r.family, r.table, 0)
 		if err != nil {
-			return fmt.Errorf("list routes of table %d: %w", r.Table, err)
+			return fmt.Errorf("list routes of table %d: %w", r.table, err)
 		}
 		for _, rt := range routes {
-			if err := h.RouteDel(&rt); err != nil && !errors.Is(err, unix.ESRCH) {
-				return fmt.Errorf("delete route in table %d: %w", r.Table, err)
+			if err := c.routeDel(rt); err != nil && !errors.Is(err, unix.ESRCH) {
+				return fmt.Errorf("delete route in table %d: %w", r.table, err)
 			}
 		}
 	}
@@ -143,29 +149,28 @@ func Check(ns *os.File, rs rules.RuleSet) error {
 	if len(rs.PolicyRoutes) == 0 {
 		return nil
 	}
-	h, err := handle(ns)
+	c, err := dial(ns)
 	if err != nil {
 		return err
 	}
-	defer h.Close()
-	have, err := ours(h)
+	defer c.Close()
+	have, err := ours(c)
 	if err != nil {
 		return err
 	}
 	for _, fam := range rs.Families {
-		af, _ := afs(fam)
+		af := afOf(fam)
 		for _, p := range rs.PolicyRoutes {
 			found := false
 			for _, r := range have {
-				if r.Family == af && r.Mark == p.Mark && r.Table == p.Table {
+				if r.family == af && r.mark == p.Mark && r.table == uint32(p.Table) {
 					found = true
 				}
 			}
 			if !found {
 				return fmt.Errorf("%s ip rule fwmark %#x lookup %d is missing", fam, p.Mark, p.Table)
 			}
-			routes, err := h.RouteListFiltered(af, &netlink.Route{Table: p.Table, Protocol: Proto, Type: unix.RTN_LOCAL},
-				netlink.RT_FILTER_TABLE|netlink.RT_FILTER_PROTOCOL|netlink.RT_FILTER_TYPE)
+			routes, err := routesOf(c, af, uint32(p.Table), unix.RTN_LOCAL)
 			if err != nil {
 				return fmt.Errorf("list routes of table %d: %w", p.Table, err)
 			}

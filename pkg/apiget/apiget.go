@@ -1,4 +1,8 @@
-package main
+// Package apiget is the plugin's last-resort pod lookup: one GET of the pod
+// from the API server through the kubeconfig the agent writes. It links
+// crypto/tls, so only mesh-cni-podget (./podget) uses it; the plugin execs
+// that helper (pkg/podget) and stays free of TLS.
+package apiget
 
 import (
 	"context"
@@ -6,6 +10,7 @@ import (
 	"crypto/x509"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"net/url"
@@ -13,7 +18,20 @@ import (
 	"strings"
 
 	"github.com/mesh-cni/mesh-cni/pkg/mesh"
+	"github.com/mesh-cni/mesh-cni/pkg/podget"
 )
+
+// Pod GETs the pod ns/name through the kubeconfig at kubeconfigPath. When
+// the connection fails before any answer (a busy API server resets
+// handshakes) it tries once more, within ctx. A 404 is podget.ErrNotFound.
+func Pod(ctx context.Context, kubeconfigPath, ns, name string) (mesh.Pod, error) {
+	pod, err := getPod(ctx, kubeconfigPath, ns, name)
+	var conn *net.OpError
+	if err != nil && errors.As(err, &conn) && ctx.Err() == nil {
+		pod, err = getPod(ctx, kubeconfigPath, ns, name)
+	}
+	return pod, err
+}
 
 // kubeconfig is the part of a kubeconfig the plugin uses. The agent writes
 // it as JSON so encoding/json reads it and client-go stays out of the binary.
@@ -152,8 +170,8 @@ func clientCert(certData, keyData string) (tls.Certificate, error) {
 	return tls.X509KeyPair(c, k)
 }
 
-// podFromAPI does one GET of the pod through the agent's kubeconfig.
-func podFromAPI(ctx context.Context, kubeconfigPath, ns, name string) (mesh.Pod, error) {
+// getPod does one GET of the pod through the agent's kubeconfig.
+func getPod(ctx context.Context, kubeconfigPath, ns, name string) (mesh.Pod, error) {
 	ac, err := loadKubeconfig(kubeconfigPath)
 	if err != nil {
 		return mesh.Pod{}, err
@@ -176,9 +194,13 @@ func podFromAPI(ctx context.Context, kubeconfigPath, ns, name string) (mesh.Pod,
 		conn = tc
 	}
 	path := ac.prefix + "/api/v1/namespaces/" + url.PathEscape(ns) + "/pods/" + url.PathEscape(name)
-	body, err := getOK(ctx, conn, ac.host, path, h)
+	body, err := podget.GetOK(ctx, conn, ac.host, path, h)
 	if err != nil {
 		return mesh.Pod{}, err
 	}
-	return decodeAPIPod(body)
+	var p mesh.APIPod
+	if err := json.Unmarshal(body, &p); err != nil {
+		return mesh.Pod{}, fmt.Errorf("decode pod: %w", err)
+	}
+	return p.Pod(), nil
 }

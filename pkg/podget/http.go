@@ -1,4 +1,4 @@
-package main
+package podget
 
 import (
 	"bufio"
@@ -12,16 +12,34 @@ import (
 	"time"
 )
 
-// The plugin does exactly one kind of HTTP request: a GET with
+// The plugin and its helper do exactly one kind of HTTP request: a GET with
 // "Connection: close". This small HTTP/1.1 client does that one thing and
-// keeps net/http (over a megabyte) out of a binary the runtime execs for
+// keeps net/http (over a megabyte) out of binaries the runtime execs for
 // every pod.
+
+// ErrNotFound: the source answered 404, it does not know the pod.
+var ErrNotFound = errors.New("pod not found")
+
+// GetOK is Get that only accepts a 200; a 404 is ErrNotFound.
+func GetOK(ctx context.Context, conn net.Conn, host, path string, header map[string]string) ([]byte, error) {
+	code, body, err := Get(ctx, conn, host, path, header)
+	switch {
+	case err != nil:
+		return nil, err
+	case code == 404:
+		return nil, ErrNotFound
+	case code != 200:
+		return nil, fmt.Errorf("GET %s: HTTP %d: %s", path, code, Trim(body))
+	}
+	return body, nil
+}
 
 // maxBody caps what we read: a pod object is a few kB, never megabytes.
 const maxBody = 4 << 20
 
-// httpGet sends one GET on conn and returns the status code and body.
-func httpGet(ctx context.Context, conn net.Conn, host, path string, header map[string]string) (int, []byte, error) {
+// Get sends one GET on conn, closes conn, and returns the status code and
+// body. ctx's deadline bounds the whole exchange.
+func Get(ctx context.Context, conn net.Conn, host, path string, header map[string]string) (int, []byte, error) {
 	defer conn.Close()
 	if dl, ok := ctx.Deadline(); ok {
 		_ = conn.SetDeadline(dl)
@@ -59,7 +77,7 @@ func readResponse(r *bufio.Reader) (int, []byte, error) {
 	codeStr, _, _ := strings.Cut(rest, " ")
 	code, err := strconv.Atoi(codeStr)
 	if !strings.HasPrefix(proto, "HTTP/1.") || err != nil {
-		return 0, nil, fmt.Errorf("not an HTTP/1 answer: %q", trim([]byte(status)))
+		return 0, nil, fmt.Errorf("not an HTTP/1 answer: %q", Trim([]byte(status)))
 	}
 	length, chunked := int64(-1), false
 	for {
@@ -127,7 +145,8 @@ func readChunked(r *bufio.Reader) ([]byte, error) {
 	}
 }
 
-func trim(b []byte) string {
+// Trim cuts b to 200 bytes for an error message.
+func Trim(b []byte) string {
 	if len(b) > 200 {
 		b = b[:200]
 	}

@@ -1,0 +1,121 @@
+// Package podget is how the plugin fetches a pod when the runtime's
+// annotations cannot decide, without linking TLS: the small HTTP/1.1 GET
+// the plugin uses on the agent's unix socket, and the protocol of
+// mesh-cni-podget, the helper binary beside the plugin that does the
+// fallback GET through the API server (pkg/apiget holds that GET).
+//
+// The plugin runs the helper as
+//
+//	mesh-cni-podget --kubeconfig FILE --namespace NS --name NAME --timeout D
+//
+// and reads one Result as JSON from its stdout. The helper exits 0
+// whenever it printed a Result (a failed GET included) and 2 on a bad
+// command line.
+package podget
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"strings"
+	"time"
+
+	"github.com/mesh-cni/mesh-cni/pkg/mesh"
+	"github.com/mesh-cni/mesh-cni/pkg/node"
+)
+
+// Binary is the helper's file name; the agent installs it beside the
+// plugin in the host's CNI bin dir.
+const Binary = node.HelperBinary
+
+// Result is what the helper prints: the pod, or why there is none.
+type Result struct {
+	Pod      *mesh.Pod `json:"pod,omitempty"`
+	NotFound bool      `json:"notFound,omitempty"` // the API server answered 404
+	Error    string    `json:"error,omitempty"`
+}
+
+// Err is the Result as the caller sees it: the pod, ErrNotFound, or the
+// helper's error text.
+func (r Result) Err() error {
+	switch {
+	case r.NotFound:
+		return ErrNotFound
+	case r.Error != "":
+		return errors.New(r.Error)
+	case r.Pod == nil:
+		return errors.New("answer holds neither a pod nor an error")
+	}
+	return nil
+}
+
+// maxOut caps what Run reads from the helper: a pod plus JSON framing.
+const maxOut = maxBody + 64<<10
+
+// Run execs the helper at bin for the pod ns/name and returns the pod. The
+// helper gets ctx's remaining time less a small margin, so it can answer
+// with its own error before ctx ends; at ctx's end it is killed.
+func Run(ctx context.Context, bin, kubeconfig, ns, name string) (mesh.Pod, error) {
+	if _, err := os.Stat(bin); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return mesh.Pod{}, fmt.Errorf("%s is missing: it must sit beside the mesh-cni binary (the mesh-cni agent installs both)", bin)
+		}
+		return mesh.Pod{}, fmt.Errorf("%s: %w", Binary, err)
+	}
+	budget := 30 * time.Second
+	if dl, ok := ctx.Deadline(); ok {
+		budget = time.Until(dl)
+		budget -= min(budget/20, 50*time.Millisecond)
+		if budget <= 0 {
+			return mesh.Pod{}, fmt.Errorf("%w (no time left to run %s)", context.DeadlineExceeded, Binary)
+		}
+	}
+	cmd := exec.CommandContext(ctx, bin, "--kubeconfig", kubeconfig, "--namespace", ns, "--name", name, "--timeout", budget.String())
+	var stdout, stderr capped
+	stdout.max, stderr.max = maxOut, 4<<10
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	cmd.WaitDelay = 100 * time.Millisecond
+	err := cmd.Run()
+	if ctx.Err() != nil && err != nil {
+		return mesh.Pod{}, fmt.Errorf("%w (%s stopped at the deadline)", ctx.Err(), Binary)
+	}
+	if err != nil {
+		return mesh.Pod{}, fmt.Errorf("%s: %v: %s", Binary, err, strings.TrimSpace(stderr.buf.String()))
+	}
+	if stdout.over {
+		return mesh.Pod{}, fmt.Errorf("%s: answer larger than %d bytes", Binary, maxOut)
+	}
+	var res Result
+	if err := json.Unmarshal(stdout.buf.Bytes(), &res); err != nil {
+		return mesh.Pod{}, fmt.Errorf("%s: undecodable answer %q: %v", Binary, Trim(stdout.buf.Bytes()), err)
+	}
+	if err := res.Err(); err != nil {
+		return mesh.Pod{}, err
+	}
+	if res.Pod.Namespace != ns || res.Pod.Name != name {
+		return mesh.Pod{}, fmt.Errorf("%s answered for pod %s/%s, asked for %s/%s", Binary, res.Pod.Namespace, res.Pod.Name, ns, name)
+	}
+	return *res.Pod, nil
+}
+
+// capped keeps the first max bytes written to it and drops the rest. (Not
+// an embedded bytes.Buffer: its ReadFrom would bypass the cap.)
+type capped struct {
+	buf  bytes.Buffer
+	max  int
+	over bool
+}
+
+func (c *capped) Write(p []byte) (int, error) {
+	if room := c.max - c.buf.Len(); len(p) > room {
+		c.over = true
+		c.buf.Write(p[:max(room, 0)])
+		return len(p), nil
+	}
+	return c.buf.Write(p)
+}
