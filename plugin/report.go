@@ -19,14 +19,15 @@ const reportDeadline = 20 * time.Millisecond
 // report sends ev to the agent's unixgram socket. It never blocks for long
 // and never fails the verb: a missing agent or a full queue drops the event.
 // The datagram carries the verb's nf_tables sockets (nftables.KeepSockets):
-// the agent closes them, so the kernel's wait on the last close (~10 ms
-// after a deletion) is not on the pod's path. Without an agent they are
-// closed here.
+// the agent closes them later (pkg/agent/passedfds.go), so the kernel's
+// wait on the last close (~10 ms after a deletion) is neither the plugin's
+// nor the primary's, whose DEL would wait for it too. Without an agent
+// they are closed here.
 func report(path string, ev node.Event, start time.Time) {
 	fds := nftables.TakeSockets()
 	defer func() {
 		for _, fd := range fds {
-			unix.Close(fd)
+			unix.Close(fd) // passed: the agent holds its own
 		}
 	}()
 	ev.Seconds = time.Since(start).Seconds()

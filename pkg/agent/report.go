@@ -52,8 +52,6 @@ func ServeReportsTo(ctx context.Context, path string, log *slog.Logger, on func(
 	}()
 	buf := make([]byte, 64*1024)
 	oob := make([]byte, unix.CmsgSpace(maxPassedFDs*4))
-	closer := newFDCloser()
-	defer close(closer)
 	for {
 		n, oobn, _, _, err := conn.ReadMsgUnix(buf, oob)
 		if err != nil {
@@ -62,7 +60,7 @@ func ServeReportsTo(ctx context.Context, path string, log *slog.Logger, on func(
 			}
 			return fmt.Errorf("read report socket: %w", err)
 		}
-		closer.closeAll(passedFDs(oob[:oobn]))
+		hold(passedFDs(oob[:oobn]))
 		var ev node.Event
 		if err := json.Unmarshal(buf[:n], &ev); err != nil || ev.Command == "" || ev.Decision == "" {
 			metrics.ReportsDropped.Inc()
