@@ -66,6 +66,7 @@ type result struct {
 	add, del   []time.Duration
 	wall       time.Duration
 	errs       int
+	exec       *timedExec // each plugin process's time
 }
 
 // cleanups run at exit, also when the benchmark fails.
@@ -291,7 +292,8 @@ func newBed(binDir string, c chain, r run, idx int, annotations map[string]strin
 	list := conflist(c, fmt.Sprintf("bench%d", idx), fmt.Sprintf("198.19.%d.0/24", idx), dataDir)
 	cacheDir, _ := os.MkdirTemp("", "mesh-cni-bench-cache-")
 	cleanup = append(cleanup, func() { os.RemoveAll(cacheDir) })
-	cni := libcni.NewCNIConfigWithCacheDir([]string{binDir, refPlugins}, cacheDir, nil)
+	exec := newTimedExec()
+	cni := libcni.NewCNIConfigWithCacheDir([]string{binDir, refPlugins}, cacheDir, exec)
 
 	netnss := make([]ns.NetNS, r.pods)
 	for i := range netnss {
@@ -309,7 +311,7 @@ func newBed(binDir string, c chain, r run, idx int, annotations map[string]strin
 	for i := range rts {
 		rts[i] = runtimeConf(fmt.Sprintf("bench%02d%06d", idx, i), netnss[i].Path(), podName(i), annotations)
 	}
-	res := &result{chain: c.name, run: r.name, add: make([]time.Duration, r.pods), del: make([]time.Duration, r.pods)}
+	res := &result{chain: c.name, run: r.name, add: make([]time.Duration, r.pods), del: make([]time.Duration, r.pods), exec: exec}
 	var mu sync.Mutex
 	timed := func(dst []time.Duration, i int, f func() error) {
 		start := time.Now()

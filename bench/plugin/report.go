@@ -131,6 +131,7 @@ func render(results [][]result, runs []run, chains []chain, pluginBin, istioBin 
 		}
 		b.WriteString("\n")
 	}
+	b.WriteString(splitTable(results, chains, runs[0]))
 	b.WriteString(targets(results, runs, size))
 	return b.String()
 }
@@ -310,6 +311,10 @@ func targets(results [][]result, runs []run, size int64) string {
 		}
 		fmt.Fprintf(&b, "; ADD p99 adds %s; DEL adds %s at p50 over ptp (target ≤ 5 ms): %s",
 			span(addedBy(chainName, ser, fAdd99), "%.2f ms"), span(del50, "%.2f ms"), verdict(del50, func(v float64) bool { return v <= 5 }))
+		if own, floor := procOf(results, chainName, ser, "mesh-cni", "DEL"), procOf(results, nullChain, ser, "null-cni", "DEL"); len(own) > 0 && len(floor) > 0 {
+			fmt.Fprintf(&b, " (of which its own DEL process %s, the do-nothing plugin's %s, and ptp's DEL in this chain %s against ptp alone)",
+				span(own, "%.2f ms"), span(floor, "%.2f ms"), span(primaryShift(results, chainName, ser, "DEL"), "%+.2f ms"))
+		}
 		if burst != "" {
 			share := over(results, func(rs []result) (float64, bool) {
 				m := find(rs, chainName, burst)
