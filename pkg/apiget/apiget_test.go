@@ -13,10 +13,10 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/mesh-cni/mesh-cni/pkg/kubeconfig"
 	"github.com/mesh-cni/mesh-cni/pkg/podget"
+	"github.com/mesh-cni/mesh-cni/pkg/testenv"
 )
 
 // resetting resets the first n connections it accepts, as a busy API
@@ -83,7 +83,7 @@ func serve(t *testing.T, token string, resets int32) (string, *resetting) {
 
 func get(t *testing.T, kc, name string) error {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testenv.Timeout())
 	defer cancel()
 	pod, err := Pod(ctx, kc, "shop", name)
 	if err == nil && (pod.Name != "web-1" || !pod.SpecKnown || len(pod.Containers) != 1) {
