@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/mesh-cni/mesh-cni/pkg/agent"
+	"github.com/mesh-cni/mesh-cni/pkg/testenv"
 )
 
 // TestPodWarnings: a meshed pod whose ADD fails on a bad annotation gets a
@@ -54,8 +55,11 @@ func TestPodWarnings(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			defer testutils.UnmountNS(netns)
-			defer netns.Close()
+			defer func() {
+				if err := testenv.RemoveNS(netns); err != nil {
+					t.Error(err)
+				}
+			}()
 
 			args := [][2]string{{"IgnoreUnknown", "1"}, {"K8S_POD_NAMESPACE", r.ns}, {"K8S_POD_NAME", tc.pod}}
 			if tc.withUID {

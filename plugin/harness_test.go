@@ -406,7 +406,7 @@ func newPod(t testing.TB, namespace, name string, annotations map[string]string)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { n.Close(); _ = testutils.UnmountNS(n) })
+	t.Cleanup(func() { _ = testenv.RemoveNS(n) })
 	// containerd and CRI-O bring loopback up themselves, outside the chain.
 	if out, err := exec.Command("ip", "-n", filepath.Base(n.Path()), "link", "set", "lo", "up").CombinedOutput(); err != nil {
 		t.Fatalf("lo up: %v %s", err, out)

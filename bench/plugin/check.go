@@ -11,6 +11,7 @@ import (
 	"github.com/containernetworking/plugins/pkg/testutils"
 
 	"github.com/mesh-cni/mesh-cni/pkg/rules"
+	"github.com/mesh-cni/mesh-cni/pkg/testenv"
 )
 
 // ruleCheck is how to see a chain's redirect in a pod's netns: a command
@@ -81,8 +82,7 @@ func probe(binDir string, c chain, idx int, annotations map[string]string) error
 		return err
 	}
 	defer func() {
-		netns.Close()
-		_ = testutils.UnmountNS(netns)
+		_ = testenv.RemoveNS(netns)
 	}()
 	list := conflist(c, fmt.Sprintf("probe%d", idx), fmt.Sprintf("198.18.%d.0/24", idx), dataDir)
 	cni := libcni.NewCNIConfigWithCacheDir([]string{binDir, refPlugins}, cacheDir, nil)

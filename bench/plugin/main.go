@@ -28,6 +28,7 @@ import (
 	"github.com/containernetworking/plugins/pkg/testutils"
 
 	"github.com/mesh-cni/mesh-cni/pkg/agent"
+	"github.com/mesh-cni/mesh-cni/pkg/testenv"
 )
 
 const refPlugins = "/usr/lib/cni"
@@ -303,8 +304,7 @@ func newBed(binDir string, c chain, r run, idx int, annotations map[string]strin
 	}
 	cleanup = append(cleanup, func() {
 		for _, n := range netnss {
-			n.Close()
-			_ = testutils.UnmountNS(n)
+			_ = testenv.RemoveNS(n)
 		}
 	})
 	rts := make([]*libcni.RuntimeConf, r.pods)

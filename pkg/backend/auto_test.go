@@ -12,6 +12,7 @@ import (
 	"github.com/mesh-cni/mesh-cni/pkg/backend/iptables"
 	"github.com/mesh-cni/mesh-cni/pkg/backend/nftables"
 	"github.com/mesh-cni/mesh-cni/pkg/rules"
+	"github.com/mesh-cni/mesh-cni/pkg/testenv"
 )
 
 // noNAT is a fake: it stands for a kernel whose nf_tables lacks NAT, which
@@ -29,8 +30,7 @@ func TestAutoFallsBack(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() {
-		n.Close()
-		_ = testutils.UnmountNS(n)
+		_ = testenv.RemoveNS(n)
 	}()
 	a := &auto{primary: noNAT{nftables.New()}, fallback: func() (Backend, error) { return iptables.New(iptables.NFT) }}
 	rs := rules.Generate(rules.Spec{Families: []rules.Family{rules.IPv4, rules.IPv6}, ProxyUID: 1337,

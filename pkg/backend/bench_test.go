@@ -15,6 +15,7 @@ import (
 	"github.com/mesh-cni/mesh-cni/pkg/backend"
 	"github.com/mesh-cni/mesh-cni/pkg/backend/nftables"
 	"github.com/mesh-cni/mesh-cni/pkg/rules"
+	"github.com/mesh-cni/mesh-cni/pkg/testenv"
 )
 
 // Benchmarks program a fresh netns per iteration (created and removed
@@ -34,8 +35,7 @@ func benchNS(b *testing.B) ns.NetNS {
 func dropNS(b *testing.B, n ns.NetNS) {
 	b.StopTimer()
 	defer b.StartTimer()
-	n.Close()
-	_ = testutils.UnmountNS(n)
+	_ = testenv.RemoveNS(n)
 }
 
 func report(b *testing.B, d []time.Duration) {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/mesh-cni/mesh-cni/pkg/backend"
 	"github.com/mesh-cni/mesh-cni/pkg/rules"
+	"github.com/mesh-cni/mesh-cni/pkg/testenv"
 )
 
 func newNS(t testing.TB) ns.NetNS {
@@ -24,8 +25,7 @@ func newNS(t testing.TB) ns.NetNS {
 		t.Fatalf("netns: %v", err)
 	}
 	t.Cleanup(func() {
-		n.Close()
-		_ = testutils.UnmountNS(n)
+		_ = testenv.RemoveNS(n)
 	})
 	return n
 }

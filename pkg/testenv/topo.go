@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"net/netip"
@@ -87,7 +88,11 @@ func NewTopo(t testing.TB) *Topo {
 		t.Fatal(err)
 	}
 	tp := &Topo{Pod: pod, Peer: peer, dir: dir, proxy: TestProxy(t)}
-	t.Cleanup(tp.close)
+	t.Cleanup(func() {
+		if err := tp.close(); err != nil {
+			t.Errorf("topology teardown: %v", err)
+		}
+	})
 	err = pod.Do(func(ns.NetNS) error {
 		veth := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: "eth0"}, PeerName: "eth1",
 			PeerNamespace: netlink.NsFd(int(peer.Fd()))}
@@ -154,16 +159,17 @@ func setupLinks(dev string, addrs, loAddrs, gws []string) error {
 // Dir is a scratch dir every UID may write (ready files, proxy logs).
 func (tp *Topo) Dir() string { return tp.dir }
 
-func (tp *Topo) close() {
+func (tp *Topo) close() error {
 	for _, p := range tp.procs {
 		_ = p.cmd.Process.Kill()
 		<-p.done
 	}
+	var errs []error
 	for _, n := range []ns.NetNS{tp.Pod, tp.Peer} {
-		n.Close()
-		_ = testutils.UnmountNS(n)
+		errs = append(errs, RemoveNS(n))
 	}
 	os.RemoveAll(tp.dir)
+	return errors.Join(errs...)
 }
 
 // Cred is a process identity: nil runs as root.

@@ -6,6 +6,7 @@ import (
 	"github.com/containernetworking/plugins/pkg/testutils"
 
 	"github.com/mesh-cni/mesh-cni/pkg/rules"
+	"github.com/mesh-cni/mesh-cni/pkg/testenv"
 )
 
 // BenchmarkExec compares the two ways of running iptables-nft-restore in a
@@ -45,8 +46,7 @@ func BenchmarkExec(b *testing.B) {
 					b.Fatal(err)
 				}
 				b.StopTimer()
-				n.Close()
-				_ = testutils.UnmountNS(n)
+				_ = testenv.RemoveNS(n)
 				b.StartTimer()
 			}
 		})

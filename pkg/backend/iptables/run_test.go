@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/containernetworking/plugins/pkg/testutils"
+	"github.com/mesh-cni/mesh-cni/pkg/testenv"
 )
 
 // TestSandbox: inside, nsswitch.conf is empty and /run/xtables.lock is the
@@ -31,8 +32,7 @@ func TestSandbox(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() {
-		n.Close()
-		_ = testutils.UnmountNS(n)
+		_ = testenv.RemoveNS(n)
 	}()
 	var nsswitch, lock string
 	var hidden bool

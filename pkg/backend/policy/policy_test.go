@@ -10,6 +10,7 @@ import (
 	"github.com/containernetworking/plugins/pkg/testutils"
 
 	"github.com/mesh-cni/mesh-cni/pkg/rules"
+	"github.com/mesh-cni/mesh-cni/pkg/testenv"
 )
 
 // newNetns is a fresh netns with lo down, as a pod's is before the
@@ -23,7 +24,7 @@ func newNetns(t *testing.T) (ns.NetNS, *os.File) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { n.Close(); _ = testutils.UnmountNS(n) })
+	t.Cleanup(func() { _ = testenv.RemoveNS(n) })
 	f, err := os.Open(n.Path())
 	if err != nil {
 		t.Fatal(err)
