@@ -3,7 +3,6 @@ package install
 import (
 	"bytes"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,6 +12,16 @@ import (
 // tmpPrefix marks our temp files: dot-prefixed and without a config
 // extension, so runtimes and our own watcher ignore them.
 const tmpPrefix = ".mesh-cni-tmp-"
+
+// disk holds the calls that make a write durable. Only tests swap them, to
+// see that they come in the order a crash needs: write, fsync the file,
+// rename it into place, fsync the dir.
+var disk = struct {
+	write   func(f *os.File, b []byte) (int, error)
+	sync    func(f *os.File) error
+	rename  func(from, to string) error
+	syncDir func(dir string) error
+}{(*os.File).Write, (*os.File).Sync, os.Rename, syncDir}
 
 // WriteFileAtomic replaces path with data so that a reader, or a reboot at
 // any instant, sees either the old or the new content in full: temp file in
@@ -49,7 +58,7 @@ func writeAtomic(path string, data []byte, mode os.FileMode, keep bool) error {
 			os.Remove(name)
 		}
 	}()
-	if _, err := tmp.Write(data); err != nil {
+	if _, err := disk.write(tmp, data); err != nil {
 		return fmt.Errorf("write %s: %w", name, err)
 	}
 	if err := tmp.Chmod(mode); err != nil {
@@ -58,17 +67,17 @@ func writeAtomic(path string, data []byte, mode os.FileMode, keep bool) error {
 	if uid >= 0 {
 		_ = tmp.Chown(uid, gid) // best effort: keep the writer's owner
 	}
-	if err := tmp.Sync(); err != nil {
+	if err := disk.sync(tmp); err != nil {
 		return fmt.Errorf("fsync %s: %w", name, err)
 	}
 	if err := tmp.Close(); err != nil {
 		return fmt.Errorf("close %s: %w", name, err)
 	}
-	if err := os.Rename(name, path); err != nil {
+	if err := disk.rename(name, path); err != nil {
 		return fmt.Errorf("rename %s to %s: %w", name, path, err)
 	}
 	ok = true
-	return syncDir(dir)
+	return disk.syncDir(dir)
 }
 
 // CopyFileAtomic installs src at dst the same way. It does nothing when dst
@@ -96,23 +105,23 @@ func CopyFileAtomic(src, dst string, mode os.FileMode) (changed bool, err error)
 		os.Remove(name)
 		return false, err
 	}
-	if _, err := io.Copy(tmp, bytes.NewReader(data)); err != nil {
+	if _, err := disk.write(tmp, data); err != nil {
 		return fail(fmt.Errorf("write %s: %w", name, err))
 	}
 	if err := tmp.Chmod(mode); err != nil {
 		return fail(fmt.Errorf("chmod %s: %w", name, err))
 	}
-	if err := tmp.Sync(); err != nil {
+	if err := disk.sync(tmp); err != nil {
 		return fail(fmt.Errorf("fsync %s: %w", name, err))
 	}
 	if err := tmp.Close(); err != nil {
 		return fail(fmt.Errorf("close %s: %w", name, err))
 	}
-	if err := os.Rename(name, dst); err != nil {
+	if err := disk.rename(name, dst); err != nil {
 		os.Remove(name)
 		return false, fmt.Errorf("rename %s to %s: %w", name, dst, err)
 	}
-	return true, syncDir(filepath.Dir(dst))
+	return true, disk.syncDir(filepath.Dir(dst))
 }
 
 // RemoveFileDurable removes path (no error if it is gone) and syncs its dir.
@@ -123,7 +132,7 @@ func RemoveFileDurable(path string) error {
 		}
 		return fmt.Errorf("remove %s: %w", path, err)
 	}
-	return syncDir(filepath.Dir(path))
+	return disk.syncDir(filepath.Dir(path))
 }
 
 func syncDir(dir string) error {
