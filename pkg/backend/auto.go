@@ -13,22 +13,46 @@ import (
 // backed by iptables: a kernel that speaks nf_tables but lacks NAT or
 // TPROXY support refuses the first (atomic) transaction, and the rules go
 // in through iptables instead. Without nf_tables it returns iptables-nft
-// or iptables-legacy, whichever works.
+// or iptables-legacy, whichever works, as a fallback from nftables
+// (FallbackFrom); with no nf_tables netlink at all, iptables-legacy only:
+// iptables-nft and our own removal of its chains speak that netlink too.
 func detect() (Backend, error) {
 	nftErr := nftables.Available()
 	if nftErr == nil {
-		return &auto{primary: nftables.New(), fallback: iptablesFallback}, nil
+		return &auto{primary: nftables.New(), fallback: func() (Backend, error) { return iptablesFallback(true) }}, nil
 	}
-	b, err := iptablesFallback()
+	b, err := iptablesFallback(!errors.Is(nftErr, nftables.ErrNoNetlink))
 	if err != nil {
 		return nil, fmt.Errorf("no usable backend: nftables: %v; %w", nftErr, err)
 	}
-	return b, nil
+	return fellBack{Backend: b, from: nftables.Name}, nil
 }
 
-func iptablesFallback() (Backend, error) {
+// fellBack is a backend auto chose because from could not run.
+type fellBack struct {
+	Backend
+	from string
+}
+
+func (f fellBack) fallbackFrom() string { return f.from }
+
+// FallbackFrom names the backend that could not run when b (auto) wrote
+// with another one instead; "" when it did not fall back. After Apply, it
+// answers for that Apply.
+func FallbackFrom(b Backend) string {
+	if f, ok := b.(interface{ fallbackFrom() string }); ok {
+		return f.fallbackFrom()
+	}
+	return ""
+}
+
+func iptablesFallback(withNFT bool) (Backend, error) {
+	variants := []iptables.Variant{iptables.NFT, iptables.Legacy}
+	if !withNFT {
+		variants = variants[1:]
+	}
 	var errs []error
-	for _, v := range []iptables.Variant{iptables.NFT, iptables.Legacy} {
+	for _, v := range variants {
 		err := iptables.Supported(v)
 		if err == nil {
 			return iptables.New(v)
@@ -44,6 +68,13 @@ type auto struct {
 	primary  Backend
 	fallback func() (Backend, error)
 	used     Backend
+}
+
+func (a *auto) fallbackFrom() string {
+	if a.used != nil && a.used != a.primary {
+		return a.primary.Name()
+	}
+	return ""
 }
 
 // Name is the backend that programmed the last Apply, else the primary.
