@@ -122,7 +122,11 @@ func (o outcome) String() string {
 	if o.cniErr != nil {
 		return fmt.Sprintf("CNI error %d %q", o.cniErr.Code, o.cniErr.Error())
 	}
-	first, _, _ := strings.Cut(strings.TrimSpace(o.stderr), "\n\n")
+	i := strings.Index(o.stderr, "panic:")
+	if j := strings.Index(o.stderr, "fatal error:"); i < 0 {
+		i = max(j, 0)
+	}
+	first, _, _ := strings.Cut(o.stderr[i:], "\n")
 	return fmt.Sprintf("crash, stdout %q, stderr %s", o.stdout, first)
 }
 

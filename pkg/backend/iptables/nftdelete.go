@@ -32,6 +32,9 @@ func deleteNFT(ns *os.File) error {
 		}
 		var mine []*nftables.Chain
 		for _, ch := range chains {
+			if ch.Table == nil {
+				continue // a chain message without its table attribute names nothing we can address
+			}
 			if ours(ch.Name) {
 				mine = append(mine, ch)
 				continue
