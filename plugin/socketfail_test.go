@@ -233,9 +233,10 @@ func TestSocketLimit(t *testing.T) {
 
 // TestNoNFNetlink: a kernel that refuses nf_tables netlink sockets (no
 // nfnetlink; an emulator such as qemu-user). Pinned nftables fails ADD
-// with a CNI error naming the reason and leaves nothing, and DEL succeeds:
-// nothing of ours can exist there. auto writes the rules with
-// iptables-legacy and reports the fallback from nftables.
+// with a CNI error naming the reason and leaves nothing, CHECK fails with
+// the reason, and DEL succeeds: nothing of ours can exist there. auto writes the rules with
+// iptables-legacy, reports the fallback from nftables, and CHECK and DEL
+// find them there.
 func TestNoNFNetlink(t *testing.T) {
 	t.Run("nftables", func(t *testing.T) {
 		p := newPod(t, "shop", "web-1", nil)
@@ -247,6 +248,9 @@ func TestNoNFNetlink(t *testing.T) {
 		}
 		if got := ours(ruleDump(t, netns)); len(got) != 0 {
 			t.Errorf("failed ADD left rules via %v", got)
+		}
+		if o := runRestricted(t, "no-nfnetlink", "CHECK", netns, conf); o.crashed() || o.cniErr == nil || o.cniErr.Code != ErrRulesMissing || !strings.Contains(o.cniErr.Msg, "protocol not supported") {
+			t.Errorf("CHECK: %v, want code %d naming the refused socket", o, ErrRulesMissing)
 		}
 		if o := runRestricted(t, "no-nfnetlink", "DEL", netns, conf); !o.ok {
 			t.Errorf("DEL: %v", o)
@@ -270,6 +274,9 @@ func TestNoNFNetlink(t *testing.T) {
 		})
 		if !fell {
 			t.Errorf("no fallback from nftables reported: %+v", env.reported())
+		}
+		if o := runRestricted(t, "no-nfnetlink", "CHECK", netns, conf); !o.ok {
+			t.Errorf("CHECK: %v", o)
 		}
 		for range 2 { // DEL is idempotent
 			if o := runRestricted(t, "no-nfnetlink", "DEL", netns, conf); !o.ok {
