@@ -14,14 +14,14 @@ import (
 // TPROXY support refuses the first (atomic) transaction, and the rules go
 // in through iptables instead. Without nf_tables it returns iptables-nft
 // or iptables-legacy, whichever works, as a fallback from nftables
-// (FallbackFrom); with no nf_tables netlink at all, iptables-legacy only:
-// iptables-nft and our own removal of its chains speak that netlink too.
+// (FallbackFrom). A kernel without nf_tables netlink fails iptables-nft's
+// own probe (iptables-nft --version), leaving iptables-legacy.
 func detect() (Backend, error) {
 	nftErr := nftables.Available()
 	if nftErr == nil {
-		return &auto{primary: nftables.New(), fallback: func() (Backend, error) { return iptablesFallback(true) }}, nil
+		return &auto{primary: nftables.New(), fallback: iptablesFallback}, nil
 	}
-	b, err := iptablesFallback(!errors.Is(nftErr, nftables.ErrNoNetlink))
+	b, err := iptablesFallback()
 	if err != nil {
 		return nil, fmt.Errorf("no usable backend: nftables: %v; %w", nftErr, err)
 	}
@@ -46,13 +46,9 @@ func FallbackFrom(b Backend) string {
 	return ""
 }
 
-func iptablesFallback(withNFT bool) (Backend, error) {
-	variants := []iptables.Variant{iptables.NFT, iptables.Legacy}
-	if !withNFT {
-		variants = variants[1:]
-	}
+func iptablesFallback() (Backend, error) {
 	var errs []error
-	for _, v := range variants {
+	for _, v := range []iptables.Variant{iptables.NFT, iptables.Legacy} {
 		err := iptables.Supported(v)
 		if err == nil {
 			return iptables.New(v)
