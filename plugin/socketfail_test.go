@@ -232,30 +232,33 @@ func TestSocketLimit(t *testing.T) {
 }
 
 // TestNoNFNetlink: a kernel that refuses nf_tables netlink sockets (no
-// nfnetlink; an emulator such as qemu-user). Pinned nftables fails ADD
-// with a CNI error naming the reason and leaves nothing, CHECK fails with
-// the reason, and DEL succeeds: nothing of ours can exist there. auto writes the rules with
-// iptables-legacy, reports the fallback from nftables, and CHECK and DEL
-// find them there.
+// nfnetlink; an emulator such as qemu-user). Pinned nftables or
+// iptables-nft (whose chains the plugin reads and removes through the same
+// netlink) fails ADD with a CNI error naming the reason and leaves nothing,
+// CHECK fails with the reason, and DEL succeeds: nothing of ours can exist
+// there. auto writes the rules with iptables-legacy, reports the fallback
+// from nftables, and CHECK and DEL find them there.
 func TestNoNFNetlink(t *testing.T) {
-	t.Run("nftables", func(t *testing.T) {
-		p := newPod(t, "shop", "web-1", nil)
-		netns := p.netns.Path()
-		conf := withKey(baseConf("1.0.0", netns, istioAnnotations(nil)), "backend", "nftables")
-		o := runRestricted(t, "no-nfnetlink", "ADD", netns, conf)
-		if o.crashed() || o.cniErr == nil || o.cniErr.Code != ErrApply || !strings.Contains(o.cniErr.Msg, "protocol not supported") {
-			t.Errorf("ADD: %v, want code %d naming the refused socket", o, ErrApply)
-		}
-		if got := ours(ruleDump(t, netns)); len(got) != 0 {
-			t.Errorf("failed ADD left rules via %v", got)
-		}
-		if o := runRestricted(t, "no-nfnetlink", "CHECK", netns, conf); o.crashed() || o.cniErr == nil || o.cniErr.Code != ErrRulesMissing || !strings.Contains(o.cniErr.Msg, "protocol not supported") {
-			t.Errorf("CHECK: %v, want code %d naming the refused socket", o, ErrRulesMissing)
-		}
-		if o := runRestricted(t, "no-nfnetlink", "DEL", netns, conf); !o.ok {
-			t.Errorf("DEL: %v", o)
-		}
-	})
+	for _, be := range []string{"nftables", "iptables-nft"} {
+		t.Run(be, func(t *testing.T) {
+			p := newPod(t, "shop", "web-1", nil)
+			netns := p.netns.Path()
+			conf := withKey(baseConf("1.0.0", netns, istioAnnotations(nil)), "backend", be)
+			o := runRestricted(t, "no-nfnetlink", "ADD", netns, conf)
+			if o.crashed() || o.cniErr == nil || o.cniErr.Code != ErrApply || !strings.Contains(strings.ToLower(o.cniErr.Msg), "protocol not supported") {
+				t.Errorf("ADD: %v, want code %d naming the refused socket", o, ErrApply)
+			}
+			if got := ours(ruleDump(t, netns)); len(got) != 0 {
+				t.Errorf("failed ADD left rules via %v", got)
+			}
+			if o := runRestricted(t, "no-nfnetlink", "CHECK", netns, conf); o.crashed() || o.cniErr == nil || o.cniErr.Code != ErrRulesMissing || !strings.Contains(strings.ToLower(o.cniErr.Msg), "protocol not supported") {
+				t.Errorf("CHECK: %v, want code %d naming the refused socket", o, ErrRulesMissing)
+			}
+			if o := runRestricted(t, "no-nfnetlink", "DEL", netns, conf); !o.ok {
+				t.Errorf("DEL: %v", o)
+			}
+		})
+	}
 	t.Run("auto", func(t *testing.T) {
 		env := newNodeEnv(t)
 		p := newPod(t, "shop", "web-1", nil)
