@@ -10,6 +10,7 @@ import (
 	current "github.com/containernetworking/cni/pkg/types/100"
 	"github.com/containernetworking/plugins/pkg/ns"
 
+	"github.com/mesh-cni/mesh-cni/pkg/backend"
 	"github.com/mesh-cni/mesh-cni/pkg/config"
 	"github.com/mesh-cni/mesh-cni/pkg/node"
 	"github.com/mesh-cni/mesh-cni/pkg/rules"
@@ -66,9 +67,15 @@ func add(conf *config.NetConf, args *skel.CmdArgs, log *slog.Logger, ev *node.Ev
 	if err != nil {
 		return cniErr(ErrApply, "backend %s: %v", conf.Backend, err)
 	}
-	ev.Backend = b.Name()
 	applyStart := time.Now()
-	if err := b.Apply(args.Netns, rules.Generate(*d.Spec)); err != nil {
+	err = b.Apply(args.Netns, rules.Generate(*d.Spec))
+	// auto names the backend that took the rules only after Apply.
+	ev.Backend = b.Name()
+	if from := backend.FallbackFrom(b); from != "" {
+		ev.Fallback = from
+		log.Warn("backend unusable on this host, using another", "backend", from, "used", b.Name())
+	}
+	if err != nil {
 		// Every backend removes all of ours before it returns an error
 		// (pkg/backend), so the pod is never left half redirected.
 		return cniErr(ErrApply, "write %s rules for pod %s/%s with %s: %v", d.Mesh, ev.Namespace, ev.Pod, b.Name(), err)

@@ -13,6 +13,9 @@ const (
 	ErrApply uint = 100
 	// ErrRulesMissing: CHECK found the pod's rules missing or changed.
 	ErrRulesMissing uint = 101
+	// ErrInternal: a verb panicked (guarded); the message is the panic's
+	// first line. The spec's generic code, types.ErrInternal.
+	ErrInternal = types.ErrInternal
 )
 
 func cniErr(code uint, format string, a ...any) *types.Error {

@@ -99,6 +99,9 @@ func buildUpstreamPlugins() (string, error) {
 }
 
 func TestMain(m *testing.M) {
+	if spec := os.Getenv(restrictEnv); spec != "" {
+		os.Exit(launchRestricted(spec))
+	}
 	if os.Geteuid() != 0 {
 		fmt.Fprintln(os.Stderr, "plugin tests need root: they create network namespaces and program netfilter")
 		os.Exit(1)

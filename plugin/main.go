@@ -25,10 +25,10 @@ func main() {
 		os.Exit(runCLI(os.Args[1:], os.Stdout, os.Stderr))
 	}
 	skel.PluginMainFuncs(skel.CNIFuncs{
-		Add:    cmdAdd,
-		Check:  cmdCheck,
-		Del:    cmdDel,
-		Status: cmdStatus,
-		GC:     cmdGC,
+		Add:    guarded(cmdAdd),
+		Check:  guarded(cmdCheck),
+		Del:    guarded(cmdDel),
+		Status: guarded(cmdStatus),
+		GC:     guarded(cmdGC),
 	}, version.All, "mesh-cni "+bv.Version+" (without CNI_COMMAND: mesh-cni version; explain: mesh-cnictl explain)")
 }

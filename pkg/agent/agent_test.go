@@ -243,6 +243,7 @@ func TestReportSocket(t *testing.T) {
 	before := value(metrics.PluginDecisions.WithLabelValues("ADD", "failed", "lookup-timeout", "istio"))
 	dropped := value(metrics.ReportsDropped)
 	fallbacks := value(metrics.BackendFallbacks.WithLabelValues("iptables-legacy"))
+	autoFallbacks := value(metrics.BackendFallbacks.WithLabelValues("nftables"))
 	c, err := net.Dial("unixgram", sock)
 	if err != nil {
 		t.Fatal(err)
@@ -251,6 +252,7 @@ func TestReportSocket(t *testing.T) {
 		{Command: "ADD", Decision: "failed", Reason: "lookup-timeout", Mesh: "istio", Seconds: 5},
 		{Command: "ADD", Decision: "failed", Reason: "lookup-timeout", Mesh: "istio", Seconds: 5},
 		{Command: "ADD", Decision: "meshed", Mesh: "istio", Backend: "nftables", Fallback: "iptables-legacy"},
+		{Command: "ADD", Decision: "meshed", Mesh: "istio", Backend: "iptables-legacy", Fallback: "nftables"},
 		{Command: "DEL", Decision: "deleted", Fallback: "no-such-backend"}, // not a label value
 	} {
 		b, _ := json.Marshal(ev)
@@ -261,7 +263,8 @@ func TestReportSocket(t *testing.T) {
 	testenv.EventuallyTrue(t, "events counted", func() bool {
 		return value(metrics.PluginDecisions.WithLabelValues("ADD", "failed", "lookup-timeout", "istio")) == before+2 &&
 			value(metrics.ReportsDropped) == dropped+2 &&
-			value(metrics.BackendFallbacks.WithLabelValues("iptables-legacy")) == fallbacks+1
+			value(metrics.BackendFallbacks.WithLabelValues("iptables-legacy")) == fallbacks+1 &&
+			value(metrics.BackendFallbacks.WithLabelValues("nftables")) == autoFallbacks+1
 	})
 
 	// The histogram is served on /metrics.
@@ -272,7 +275,7 @@ func TestReportSocket(t *testing.T) {
 	}
 	if body := rec.Body.String(); !strings.Contains(body, `mesh_cni_backend_fallbacks_total{configured="iptables-legacy"}`) ||
 		strings.Contains(body, "no-such-backend") {
-		t.Errorf("fallback counter: want the iptables-legacy series only")
+		t.Errorf("fallback counter: want the known backends' series only")
 	}
 	cancel()
 	if err := <-done; err != nil {

@@ -35,7 +35,11 @@ func PodWarning(ev node.Event) (reason, message string, ok bool) {
 	case ev.Decision == "failed" && ev.Command == "DEL":
 		return EventDelFailed, "mesh-cni could not remove the pod's traffic redirect" + why + ": " + bounded(ev.Message, maxEventMessage), true
 	case ev.Fallback != "" && ev.Command == "ADD" && knownBackends[ev.Fallback]:
-		return EventBackendFallback, fmt.Sprintf("the configured backend %s cannot run on this node (its tools are missing); the pod's rules were written with nftables", ev.Fallback), true
+		used := bounded(ev.Backend, 32)
+		if used == "" {
+			used = "another backend"
+		}
+		return EventBackendFallback, fmt.Sprintf("the backend %s cannot run on this node (its tools are missing, or the kernel refuses its sockets); the pod's rules were written with %s", ev.Fallback, used), true
 	}
 	return "", "", false
 }

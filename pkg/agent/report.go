@@ -79,7 +79,7 @@ func ServeReportsTo(ctx context.Context, path string, log *slog.Logger, on func(
 var (
 	knownCommands  = map[string]bool{"ADD": true, "DEL": true, "CHECK": true, "STATUS": true, "GC": true}
 	knownDecisions = map[string]bool{"meshed": true, "skipped": true, "failed": true, "deleted": true, "ok": true}
-	knownBackends  = map[string]bool{"iptables-nft": true, "iptables-legacy": true} // pkg/backend names
+	knownBackends  = map[string]bool{"nftables": true, "iptables-nft": true, "iptables-legacy": true} // pkg/backend names
 )
 
 func bounded(s string, max int) string {

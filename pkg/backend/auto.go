@@ -13,7 +13,9 @@ import (
 // backed by iptables: a kernel that speaks nf_tables but lacks NAT or
 // TPROXY support refuses the first (atomic) transaction, and the rules go
 // in through iptables instead. Without nf_tables it returns iptables-nft
-// or iptables-legacy, whichever works.
+// or iptables-legacy, whichever works, as a fallback from nftables
+// (FallbackFrom). A kernel without nf_tables netlink fails iptables-nft's
+// own probe (iptables-nft --version), leaving iptables-legacy.
 func detect() (Backend, error) {
 	nftErr := nftables.Available()
 	if nftErr == nil {
@@ -23,7 +25,25 @@ func detect() (Backend, error) {
 	if err != nil {
 		return nil, fmt.Errorf("no usable backend: nftables: %v; %w", nftErr, err)
 	}
-	return b, nil
+	return fellBack{Backend: b, from: nftables.Name}, nil
+}
+
+// fellBack is a backend auto chose because from could not run.
+type fellBack struct {
+	Backend
+	from string
+}
+
+func (f fellBack) fallbackFrom() string { return f.from }
+
+// FallbackFrom names the backend that could not run when b (auto) wrote
+// with another one instead; "" when it did not fall back. After Apply, it
+// answers for that Apply.
+func FallbackFrom(b Backend) string {
+	if f, ok := b.(interface{ fallbackFrom() string }); ok {
+		return f.fallbackFrom()
+	}
+	return ""
 }
 
 func iptablesFallback() (Backend, error) {
@@ -44,6 +64,13 @@ type auto struct {
 	primary  Backend
 	fallback func() (Backend, error)
 	used     Backend
+}
+
+func (a *auto) fallbackFrom() string {
+	if a.used != nil && a.used != a.primary {
+		return a.primary.Name()
+	}
+	return ""
 }
 
 // Name is the backend that programmed the last Apply, else the primary.

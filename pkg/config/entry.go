@@ -91,8 +91,8 @@ var Keys = []Key{
 		Schema: nullable(map[string]any{"type": "string", "enum": Backends}),
 		Doc: "`nftables` (netlink, in-process), `iptables-nft`, `iptables-legacy` (one `iptables-restore` per family, " +
 			"per-netns lock), or `auto`: nftables when the kernel has it, else iptables-nft, else iptables-legacy. " +
-			"A pinned iptables variant whose tools the host lacks falls back to nftables, with a warning in the log " +
-			"and `mesh_cni_backend_fallbacks_total` on the agent",
+			"A pinned iptables variant whose tools the host lacks falls back to nftables, and `auto` that cannot use " +
+			"nftables uses iptables, each with a warning in the log and `mesh_cni_backend_fallbacks_total` on the agent",
 		check: func(c *NetConf) error {
 			if !slices.Contains(Backends, c.Backend) {
 				return invalid("backend", c.Backend, "want one of "+strings.Join(Backends, ", "))

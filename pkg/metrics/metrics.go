@@ -50,11 +50,13 @@ var (
 		Help: "Report datagrams that were not valid events.",
 	})
 
-	// BackendFallbacks counts plugin runs that used nftables because the
-	// configured iptables variant could not run on the host.
+	// BackendFallbacks counts plugin runs that wrote with another backend
+	// because one could not run on the host: a pinned iptables variant
+	// without its tools (nftables used), or nftables under auto (iptables
+	// used). The label keeps its name; it is the backend that could not run.
 	BackendFallbacks = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "mesh_cni_backend_fallbacks_total",
-		Help: "Plugin runs that fell back to nftables because the configured backend could not run, by configured backend.",
+		Help: "Plugin runs that fell back to another backend because one could not run on the host, by the backend that could not run.",
 	}, []string{"configured"})
 
 	// RepairActions counts what the repair controller did, by policy

@@ -305,16 +305,25 @@ func withNetns(netnsPath string, fn func(*os.File) error) error {
 // anyTables reports whether the netns has iptables tables of either family,
 // without the sandbox: the thread only visits the netns to look.
 func (b *Backend) anyTables(netnsPath string) (bool, error) {
-	var any bool
-	err := ns.WithNetNSPath(netnsPath, func(ns.NetNS) error {
+	var found bool
+	var panicked any
+	err := ns.WithNetNSPath(netnsPath, func(ns.NetNS) (err error) {
+		defer func() { // raised again below, as in inSandbox
+			if r := recover(); r != nil {
+				panicked, err = r, errors.New("panic on the netns thread")
+			}
+		}()
 		for _, fam := range []rules.Family{rules.IPv4, rules.IPv6} {
 			has, err := b.hasTables(fam)
 			if err != nil {
 				return err
 			}
-			any = any || has
+			found = found || has
 		}
 		return nil
 	})
-	return any, err
+	if panicked != nil {
+		panic(panicked)
+	}
+	return found, err
 }

@@ -1,11 +1,13 @@
 package iptables
 
 import (
+	"errors"
 	"fmt"
 	"os"
 
 	"github.com/google/nftables"
 	"github.com/google/nftables/expr"
+	"golang.org/x/sys/unix"
 )
 
 // deleteNFT removes our chains and every rule jumping to them from the
@@ -22,11 +24,17 @@ func deleteNFT(ns *os.File) error {
 	queued := false
 	for _, fam := range []nftables.TableFamily{nftables.TableFamilyIPv4, nftables.TableFamilyIPv6} {
 		chains, err := c.ListChainsOfTableFamily(fam)
+		if errors.Is(err, unix.EPROTONOSUPPORT) || errors.Is(err, unix.EAFNOSUPPORT) {
+			return nil // no nf_tables netlink here: no chains of ours can exist
+		}
 		if err != nil {
 			return fmt.Errorf("list chains: %w", err)
 		}
 		var mine []*nftables.Chain
 		for _, ch := range chains {
+			if ch.Table == nil {
+				continue // a chain message without its table attribute names nothing we can address
+			}
 			if ours(ch.Name) {
 				mine = append(mine, ch)
 				continue

@@ -40,9 +40,18 @@ func inSandbox(netnsPath string, fn func(*sandbox) error) error {
 	}
 	defer nsf.Close()
 	errc := make(chan error, 1)
+	// A panic on the sandbox thread is raised again on the caller's
+	// goroutine, where the plugin's recover makes it a CNI error; left
+	// here it would end the process with a stack trace.
+	var panicked any
 	go func() {
 		runtime.LockOSThread()
-		errc <- func() error {
+		errc <- func() (err error) {
+			defer func() {
+				if r := recover(); r != nil {
+					panicked, err = r, errors.New("panic on the netns thread")
+				}
+			}()
 			if err := unix.Setns(int(nsf.Fd()), unix.CLONE_NEWNET); err != nil {
 				return fmt.Errorf("enter netns %s: %w", netnsPath, err)
 			}
@@ -57,7 +66,11 @@ func inSandbox(netnsPath string, fn func(*sandbox) error) error {
 			return fn(s)
 		}()
 	}()
-	return <-errc
+	err = <-errc
+	if panicked != nil {
+		panic(panicked)
+	}
+	return err
 }
 
 // childPath is the PATH the tools run with: where they were found.

@@ -81,3 +81,20 @@ func TestChildPath(t *testing.T) {
 		t.Errorf("childPath() = %q, want %q", got, want)
 	}
 }
+
+// TestSandboxPanic: a panic on the sandbox thread reaches the caller's
+// goroutine, where a recover (the plugin's) can catch it.
+func TestSandboxPanic(t *testing.T) {
+	n, err := testutils.NewNS()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = testenv.RemoveNS(n) })
+	defer func() {
+		if r := recover(); r != "boom" {
+			t.Errorf("recovered %v, want boom", r)
+		}
+	}()
+	_ = inSandbox(n.Path(), func(*sandbox) error { panic("boom") })
+	t.Error("inSandbox returned after a panic")
+}

@@ -85,9 +85,20 @@ func (b *Backend) fail(netnsPath string, err error) error {
 // caller: each transient socket would cost a thread switch into the netns
 // and back.
 func dial(nsfd int) (*nftables.Conn, error) {
-	c, err := nftables.New(nftables.WithNetNSFd(nsfd), nftables.AsLasting(), keepOption())
-	if err != nil {
+	return checkDial(nftables.New(nftables.WithNetNSFd(nsfd), nftables.AsLasting(), keepOption()))
+}
+
+// checkDial wraps a failed dial's error, marking a kernel without
+// nf_tables netlink (ErrNoNetlink), and refuses a nil connection that
+// comes without an error.
+func checkDial(c *nftables.Conn, err error) (*nftables.Conn, error) {
+	switch {
+	case err != nil && (errors.Is(err, unix.EPROTONOSUPPORT) || errors.Is(err, unix.EAFNOSUPPORT)):
+		return nil, fmt.Errorf("nftables netlink: %w: %w", ErrNoNetlink, err)
+	case err != nil:
 		return nil, fmt.Errorf("nftables netlink: %w", err)
+	case c == nil:
+		return nil, errors.New("nftables netlink: no connection and no error")
 	}
 	return c, nil
 }
@@ -202,6 +213,10 @@ func (b *Backend) Delete(netnsPath string) error {
 	}
 	defer ns.Close()
 	c, err := dial(int(ns.Fd()))
+	if errors.Is(err, ErrNoNetlink) {
+		// No nf_tables here: no table of ours can exist.
+		return policy.Delete(ns)
+	}
 	if err != nil {
 		return err
 	}
@@ -224,6 +239,11 @@ func (b *Backend) Delete(netnsPath string) error {
 // opposed to a bad rule set: the caller may fall back to iptables.
 var ErrUnsupported = errors.New("the kernel lacks an nf_tables feature this rule set needs")
 
+// ErrNoNetlink marks an nf_tables netlink socket the kernel would not
+// create (no nfnetlink, or an emulator without it): nothing can be written
+// or exist through it. It is an ErrUnsupported.
+var ErrNoNetlink = fmt.Errorf("no nf_tables netlink socket: %w", ErrUnsupported)
+
 func unsupported(err error) bool {
 	for _, e := range []error{unix.EOPNOTSUPP, unix.ENOENT, unix.EPROTONOSUPPORT, unix.EAFNOSUPPORT} {
 		if errors.Is(err, e) {
@@ -240,9 +260,9 @@ func unsupported(err error) bool {
 // creates and removes a table would cost an RCU grace period (milliseconds)
 // on every plugin run.
 func Available() error {
-	c, err := nftables.New(nftables.AsLasting(), keepOption())
+	c, err := checkDial(nftables.New(nftables.AsLasting(), keepOption()))
 	if err != nil {
-		return fmt.Errorf("nftables netlink: %w", err)
+		return err
 	}
 	defer c.CloseLasting()
 	if _, err := c.ListTablesOfFamily(nftables.TableFamilyINet); err != nil {

@@ -25,6 +25,9 @@ func dial(ns *os.File) (*conn, error) {
 	if err != nil {
 		return nil, fmt.Errorf("netlink in netns: %w", err)
 	}
+	if c == nil { // a dependency breaking its contract fails the verb, no later panic
+		return nil, errors.New("netlink in netns: no connection and no error")
+	}
 	return &conn{c}, nil
 }
 
