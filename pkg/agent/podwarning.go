@@ -34,6 +34,12 @@ func PodWarning(ev node.Event) (reason, message string, ok bool) {
 		return EventAddFailed, "mesh-cni could not set up the pod's traffic redirect" + why + ": " + bounded(ev.Message, maxEventMessage), true
 	case ev.Decision == "failed" && ev.Command == "DEL":
 		return EventDelFailed, "mesh-cni could not remove the pod's traffic redirect" + why + ": " + bounded(ev.Message, maxEventMessage), true
+	case ev.Fallback == "nftables":
+		// Only backend auto falls back from nftables (a pinned nftables fails
+		// ADD instead): choosing iptables on a kernel without nf_tables is
+		// what auto is for, so it is counted in the metric, not warned about
+		// on every pod.
+		return "", "", false
 	case ev.Fallback != "" && ev.Command == "ADD" && knownBackends[ev.Fallback]:
 		used := bounded(ev.Backend, 32)
 		if used == "" {
