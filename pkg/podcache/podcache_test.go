@@ -153,7 +153,7 @@ func TestCacheHoldsOnlyThisNode(t *testing.T) {
 		t.Fatal("other node's pod cached")
 	}
 	c.Wait = 10 * time.Millisecond
-	p, err := c.Get(ctx, ns, "theirs")
+	p, err := c.Get(ctx, ns, "theirs", "")
 	if err != nil || p.Name != "theirs" {
 		t.Fatalf("direct GET fallback: %v %+v", err, p)
 	}
@@ -180,7 +180,7 @@ func TestWaitsForNewPod(t *testing.T) {
 	go func() {
 		gctx, gcancel := context.WithTimeout(ctx, testenv.Timeout())
 		defer gcancel()
-		p, err := c.Get(gctx, ns, "late")
+		p, err := c.Get(gctx, ns, "late", "")
 		res <- result{p, err}
 	}()
 	waitUntil(t, func() bool {
@@ -210,16 +210,16 @@ func TestFallbackAndDeadline(t *testing.T) {
 	c := New(env.Client.CoreV1(), "pc-node-e") // never Run
 	c.Wait = 20 * time.Millisecond
 	ctx := context.Background()
-	if p, err := c.Get(ctx, ns, "web"); err != nil || p.Name != "web" {
+	if p, err := c.Get(ctx, ns, "web", ""); err != nil || p.Name != "web" {
 		t.Fatalf("fallback GET: %v %+v", err, p)
 	}
-	if _, err := c.Get(ctx, ns, "missing"); !errors.Is(err, ErrNotFound) {
+	if _, err := c.Get(ctx, ns, "missing", ""); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("missing pod: %v, want ErrNotFound", err)
 	}
 	c.Wait = time.Hour
 	dctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
 	defer cancel()
-	if _, err := c.Get(dctx, ns, "web"); !errors.Is(err, context.DeadlineExceeded) {
+	if _, err := c.Get(dctx, ns, "web", ""); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("lookup past its deadline: %v", err)
 	}
 	// Over HTTP that is a 503 (unknown), not a 404 (absent).
