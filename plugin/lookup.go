@@ -46,8 +46,11 @@ func lookupPod(ctx context.Context, agentSocket, kubeconfig, ns, name, uid strin
 			break
 		}
 		pod, aerr = podFromAgent(actx, agentSocket, ns, name, uid)
-		if aerr != nil && actx.Err() != nil {
-			aerr = stale // the earlier pod says more than the deadline
+		if aerr != nil && !errors.Is(aerr, podget.ErrOtherUID) {
+			// Keep what the agent said before: an earlier pod says more
+			// than the deadline that cut the next ask.
+			aerr = fmt.Errorf("%w (asked again: %v)", stale, aerr)
+			break
 		}
 	}
 	acancel()

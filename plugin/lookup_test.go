@@ -18,6 +18,7 @@ import (
 
 	"github.com/mesh-cni/mesh-cni/pkg/kubeconfig"
 	"github.com/mesh-cni/mesh-cni/pkg/mesh"
+	"github.com/mesh-cni/mesh-cni/pkg/testenv"
 )
 
 // serveAgent runs the agent's pod-cache protocol on a real unix socket:
@@ -249,7 +250,7 @@ func TestLookupOtherUID(t *testing.T) {
 	}
 
 	asks.Store(-1000) // the agent never catches up; the API has u-1
-	_, err = lookupPod(context.Background(), sock, kc, "shop", "web-1", "u-2", time.Second)
+	_, err = lookupPod(context.Background(), sock, kc, "shop", "web-1", "u-2", testenv.Scale(2*time.Second))
 	if err == nil || !strings.Contains(err.Error(), "agent: the pod of that name has another UID: pod shop/web-1 is u-0, the runtime's is u-2") ||
 		!strings.Contains(err.Error(), "pod shop/web-1 is u-1, the runtime's is u-2") {
 		t.Errorf("want both stale answers named, got %v", err)
