@@ -60,6 +60,7 @@ test-fuzz:
 	$(call fuzz,FuzzParseCIDRs,250000x,./pkg/mesh)
 	$(call fuzz,FuzzDecide,120000x,./pkg/mesh)
 	$(call fuzz,FuzzConsulRedirect,200000x,./pkg/mesh)
+	$(call fuzz,FuzzAnnotationsToRules,40000x,./pkg/mesh)
 	$(call fuzz,FuzzChain,120000x,./pkg/install)
 	$(call fuzz,FuzzEntry,200000x,./pkg/install)
 	$(call fuzz,FuzzParse,250000x,./pkg/config)

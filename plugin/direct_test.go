@@ -104,6 +104,9 @@ func TestBadInput(t *testing.T) {
 		{"bad linkerd annotation", direct{"ADD", netns, k8sArgs, with(baseConf("1.0.0", netns, map[string]string{"linkerd.io/proxy-version": "x", "config.linkerd.io/skip-subnets": "10.0.0.300/8"}),
 			"meshes", map[string]any{"linkerd": map[string]any{"trustAnnotations": true}})},
 			"", types.ErrInvalidNetworkConfig, `config.linkerd.io/skip-subnets="10.0.0.300/8"`},
+		// 65k interfaces once made 65k rules: over the cap, refused before parsing.
+		{"annotation over its cap", direct{"ADD", netns, k8sArgs, baseConf("1.0.0", netns, istio("traffic.sidecar.istio.io/excludeInterfaces", strings.Repeat("e1,", 65000)+"e1"))},
+			"", types.ErrInvalidNetworkConfig, `traffic.sidecar.istio.io/excludeInterfaces="e1,e1,`},
 		{"missing CNI_ARGS", direct{"ADD", netns, "", baseConf("1.0.0", netns, istio("x", "y"))},
 			"", types.ErrInvalidEnvironmentVariables, "CNI_ARGS lacks K8S_POD_NAMESPACE or K8S_POD_NAME"},
 		{"malformed CNI_ARGS", direct{"ADD", netns, "K8S_POD_NAME", baseConf("1.0.0", netns, istio("x", "y"))},

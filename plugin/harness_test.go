@@ -268,7 +268,12 @@ func (e *nodeEnv) startAgent(t *testing.T) {
 	t.Cleanup(func() { l.Close(); os.Remove(e.agentSocket) })
 }
 
+// setPod puts p in the agent's cache; without a UID it gets the one
+// newPod passes for its name (testUID).
 func (e *nodeEnv) setPod(p mesh.Pod) {
+	if p.UID == "" {
+		p.UID = testUID(p.Namespace, p.Name)
+	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.pods[p.Namespace+"/"+p.Name] = p
@@ -284,7 +289,7 @@ func (e *nodeEnv) serveAgentConn(c net.Conn) {
 	parts := strings.Fields(line) // GET /v1/pods/ns/name HTTP/1.1
 	key := ""
 	if len(parts) == 3 && strings.HasPrefix(parts[1], "/v1/pods/") {
-		key = strings.TrimPrefix(parts[1], "/v1/pods/")
+		key, _, _ = strings.Cut(strings.TrimPrefix(parts[1], "/v1/pods/"), "?")
 	}
 	e.mu.Lock()
 	p, ok := e.pods[key]
@@ -424,13 +429,26 @@ func newPod(t testing.TB, namespace, name string, annotations map[string]string)
 			{"K8S_POD_NAMESPACE", namespace},
 			{"K8S_POD_NAME", name},
 			{"K8S_POD_INFRA_CONTAINER_ID", id},
-			{"K8S_POD_UID", randID()[:8]},
+			{"K8S_POD_UID", testUID(namespace, name)},
 		},
 	}
 	if annotations != nil {
 		rt.CapabilityArgs = map[string]any{node.PodAnnotationsCapability: annotations}
 	}
 	return &pod{netns: n, rt: rt}
+}
+
+// testUID is the UID the runtime passes for a pod (K8S_POD_UID) and the
+// agent's cache holds for it, unless a test sets another.
+func testUID(namespace, name string) string { return "uid-" + namespace + "-" + name }
+
+// setUID makes the runtime pass uid for p.
+func (p *pod) setUID(uid string) {
+	for i, a := range p.rt.Args {
+		if a[0] == "K8S_POD_UID" {
+			p.rt.Args[i][1] = uid
+		}
+	}
 }
 
 func ctx(t testing.TB) context.Context {

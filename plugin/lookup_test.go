@@ -12,11 +12,13 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/mesh-cni/mesh-cni/pkg/kubeconfig"
 	"github.com/mesh-cni/mesh-cni/pkg/mesh"
+	"github.com/mesh-cni/mesh-cni/pkg/testenv"
 )
 
 // serveAgent runs the agent's pod-cache protocol on a real unix socket:
@@ -46,7 +48,7 @@ func serveAgent(t *testing.T, pods map[string]mesh.Pod, delay time.Duration) str
 }
 
 const podJSON = `{"apiVersion":"v1","kind":"Pod",
- "metadata":{"namespace":"shop","name":"web-1","labels":{"app":"web"},
+ "metadata":{"namespace":"shop","name":"web-1","uid":"u-1","labels":{"app":"web"},
    "annotations":{"linkerd.io/inject":"enabled","config.linkerd.io/skip-outbound-ports":"3306"}},
  "spec":{"securityContext":{"runAsUser":1000},
    "initContainers":[{"name":"linkerd-proxy","restartPolicy":"Always","securityContext":{"runAsUser":2102},
@@ -110,17 +112,17 @@ func TestPodFromAgent(t *testing.T) {
 		Containers:  []mesh.Container{{Name: "linkerd-proxy", RunAsUser: &uid}, {Name: "web"}}}
 	sock := serveAgent(t, map[string]mesh.Pod{"shop/web-1": want}, 0)
 
-	got, err := podFromAgent(context.Background(), sock, "shop", "web-1")
+	got, err := podFromAgent(context.Background(), sock, "shop", "web-1", "")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !got.SpecKnown || len(got.Containers) != 2 || *got.Containers[0].RunAsUser != 2102 || got.Annotations["linkerd.io/inject"] != "enabled" {
 		t.Errorf("got %+v", got)
 	}
-	if _, err := podFromAgent(context.Background(), sock, "shop", "other"); !errors.Is(err, errPodUnknown) {
+	if _, err := podFromAgent(context.Background(), sock, "shop", "other", ""); !errors.Is(err, errPodUnknown) {
 		t.Errorf("unknown pod: got %v, want errPodUnknown", err)
 	}
-	if _, err := podFromAgent(context.Background(), filepath.Join(t.TempDir(), "none.sock"), "shop", "web-1"); err == nil {
+	if _, err := podFromAgent(context.Background(), filepath.Join(t.TempDir(), "none.sock"), "shop", "web-1", ""); err == nil {
 		t.Error("missing socket: want an error")
 	}
 }
@@ -129,14 +131,14 @@ func TestPodFromAgent(t *testing.T) {
 func TestPodFromAPI(t *testing.T) {
 	for _, chunked := range []bool{false, true} {
 		kc, hits := serveAPI(t, "s3cret", chunked)
-		pod, err := podFromAPI(context.Background(), kc, "shop", "web-1")
+		pod, err := podFromAPI(context.Background(), kc, "shop", "web-1", "u-1")
 		if err != nil {
 			t.Fatalf("chunked=%v: %v", chunked, err)
 		}
 		if *hits != 1 {
 			t.Errorf("want exactly one GET, got %d", *hits)
 		}
-		if pod.Namespace != "shop" || pod.Name != "web-1" || !pod.SpecKnown || pod.Labels["app"] != "web" ||
+		if pod.Namespace != "shop" || pod.Name != "web-1" || pod.UID != "u-1" || !pod.SpecKnown || pod.Labels["app"] != "web" ||
 			pod.Annotations["config.linkerd.io/skip-outbound-ports"] != "3306" {
 			t.Errorf("metadata: %+v", pod)
 		}
@@ -150,13 +152,13 @@ func TestPodFromAPI(t *testing.T) {
 		}
 	}
 	kc, _ := serveAPI(t, "s3cret", false)
-	if _, err := podFromAPI(context.Background(), kc, "shop", "missing"); !errors.Is(err, errPodUnknown) {
+	if _, err := podFromAPI(context.Background(), kc, "shop", "missing", ""); !errors.Is(err, errPodUnknown) {
 		t.Errorf("missing pod: got %v, want errPodUnknown", err)
 	}
 	// A token the server refuses is an error that says so.
 	b, _ := os.ReadFile(kc)
 	_ = os.WriteFile(kc, []byte(strings.Replace(string(b), "s3cret", "stale", 1)), 0o600)
-	if _, err := podFromAPI(context.Background(), kc, "shop", "web-1"); err == nil || !strings.Contains(err.Error(), "HTTP 401") {
+	if _, err := podFromAPI(context.Background(), kc, "shop", "web-1", "u-1"); err == nil || !strings.Contains(err.Error(), "HTTP 401") {
 		t.Errorf("refused token: got %v, want HTTP 401", err)
 	}
 }
@@ -170,7 +172,7 @@ func TestPodFromAPIRejectsWrongCA(t *testing.T) {
 	delete(cluster, "certificate-authority-data") // now only system roots: the test CA is unknown
 	b, _ = json.Marshal(cfg)
 	_ = os.WriteFile(kc, b, 0o600)
-	_, err := podFromAPI(context.Background(), kc, "shop", "web-1")
+	_, err := podFromAPI(context.Background(), kc, "shop", "web-1", "u-1")
 	if err == nil || !strings.Contains(err.Error(), "certificate") {
 		t.Errorf("want a certificate error, got %v", err)
 	}
@@ -183,13 +185,13 @@ func TestLookupFallsBackToAPI(t *testing.T) {
 	kc, hits := serveAPI(t, "s3cret", false)
 	// The agent does not know the pod yet (its cache lags): the API answers.
 	sock := serveAgent(t, nil, 0)
-	pod, err := lookupPod(context.Background(), sock, kc, "shop", "web-1", 5*time.Second)
+	pod, err := lookupPod(context.Background(), sock, kc, "shop", "web-1", "u-1", 5*time.Second)
 	if err != nil || pod.Name != "web-1" || *hits != 1 {
 		t.Fatalf("got %+v, %v, %d API hits", pod, err, *hits)
 	}
 	// A hung agent gets half the budget, the API still answers in time.
 	slow := serveAgent(t, map[string]mesh.Pod{"shop/web-1": {Namespace: "shop", Name: "web-1"}}, time.Minute)
-	pod, err = lookupPod(context.Background(), slow, kc, "shop", "web-1", 2*time.Second)
+	pod, err = lookupPod(context.Background(), slow, kc, "shop", "web-1", "u-1", 2*time.Second)
 	if err != nil || !pod.SpecKnown {
 		t.Fatalf("hung agent: got %+v, %v", pod, err)
 	}
@@ -197,7 +199,7 @@ func TestLookupFallsBackToAPI(t *testing.T) {
 
 func TestLookupFailsWithBothReasons(t *testing.T) {
 	sock := serveAgent(t, nil, 0)
-	_, err := lookupPod(context.Background(), sock, "/nonexistent/kubeconfig", "shop", "web-1", time.Second)
+	_, err := lookupPod(context.Background(), sock, "/nonexistent/kubeconfig", "shop", "web-1", "", time.Second)
 	if err == nil || !strings.Contains(err.Error(), "agent socket: pod not found") || !strings.Contains(err.Error(), "API: kubeconfig") {
 		t.Errorf("want both reasons, got %v", err)
 	}
@@ -211,8 +213,46 @@ func TestLookupFailsWithBothReasons(t *testing.T) {
 	kc := filepath.Join(t.TempDir(), "kc")
 	_ = os.WriteFile(kc, []byte(`{"current-context":"c","contexts":[{"name":"c","context":{"cluster":"k","user":"u"}}],
 	  "clusters":[{"name":"k","cluster":{"server":"https://`+hang.Addr().String()+`"}}],"users":[{"name":"u","user":{"token":"t"}}]}`), 0o600)
-	_, err = lookupPod(context.Background(), slow, kc, "shop", "web-1", 500*time.Millisecond)
+	_, err = lookupPod(context.Background(), slow, kc, "shop", "web-1", "", 500*time.Millisecond)
 	if err == nil || !strings.Contains(err.Error(), "deadline") {
 		t.Errorf("want a deadline error, got %v", err)
+	}
+}
+
+// An agent whose cache still holds an earlier pod of the name (another
+// UID) is asked again until it has the runtime's pod; when neither it nor
+// the API has that pod within the budget, the lookup fails naming both
+// UIDs.
+func TestLookupOtherUID(t *testing.T) {
+	kc, _ := serveAPI(t, "s3cret", false) // the API has web-1 as u-1
+	var asks atomic.Int32
+	sock := filepath.Join(t.TempDir(), "agent.sock")
+	l, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		uid := "u-0" // the earlier pod, until the third ask
+		if asks.Add(1) >= 3 {
+			uid = "u-2"
+		}
+		if r.URL.Query().Get("uid") != "u-2" {
+			t.Errorf("agent asked without the runtime's UID: %s", r.URL)
+		}
+		_ = json.NewEncoder(w).Encode(mesh.Pod{Namespace: "shop", Name: "web-1", UID: uid, SpecKnown: true})
+	})}
+	go func() { _ = srv.Serve(l) }()
+	t.Cleanup(func() { _ = srv.Close() })
+
+	pod, err := lookupPod(context.Background(), sock, kc, "shop", "web-1", "u-2", 10*time.Second)
+	if err != nil || pod.UID != "u-2" || asks.Load() != 3 {
+		t.Fatalf("got %+v, %v after %d asks; want u-2 at the third ask", pod, err, asks.Load())
+	}
+
+	asks.Store(-1000) // the agent never catches up; the API has u-1
+	_, err = lookupPod(context.Background(), sock, kc, "shop", "web-1", "u-2", testenv.Scale(2*time.Second))
+	if err == nil || !strings.Contains(err.Error(), "agent: the pod of that name has another UID: pod shop/web-1 is u-0, the runtime's is u-2") ||
+		!strings.Contains(err.Error(), "pod shop/web-1 is u-1, the runtime's is u-2") {
+		t.Errorf("want both stale answers named, got %v", err)
 	}
 }

@@ -105,7 +105,7 @@ func judgePod(conf *config.NetConf, args *skel.CmdArgs, log *slog.Logger, ev *no
 	if err != nil {
 		return mesh.Decision{}, types.NewError(types.ErrInvalidNetNS, "cannot read the pod's addresses", err.Error())
 	}
-	d, err := judge(context.Background(), conf, log, namespace, name, fams)
+	d, err := judge(context.Background(), conf, log, namespace, name, ev.PodUID, fams)
 	if err != nil {
 		return d, err
 	}
@@ -126,7 +126,7 @@ func judgePod(conf *config.NetConf, args *skel.CmdArgs, log *slog.Logger, ev *no
 // judge decides the pod: from the runtime's annotations when they can,
 // else after one bounded lookup. A pod that cannot be judged is a
 // try-again-later error, so it never starts without its redirect.
-func judge(ctx context.Context, conf *config.NetConf, log *slog.Logger, namespace, name string, fams []rules.Family) (mesh.Decision, error) {
+func judge(ctx context.Context, conf *config.NetConf, log *slog.Logger, namespace, name, uid string, fams []rules.Family) (mesh.Decision, error) {
 	pod := mesh.Pod{Namespace: namespace, Name: name, Annotations: conf.RuntimeConfig.PodAnnotations}
 	var d mesh.Decision
 	var err error
@@ -142,7 +142,7 @@ func judge(ctx context.Context, conf *config.NetConf, log *slog.Logger, namespac
 	} else {
 		log.Debug("runtime passed no pod annotations, looking the pod up")
 	}
-	full, lerr := lookupPod(ctx, conf.AgentSocket, conf.Kubeconfig, namespace, name, conf.Timeout)
+	full, lerr := lookupPod(ctx, conf.AgentSocket, conf.Kubeconfig, namespace, name, uid, conf.Timeout)
 	if lerr != nil {
 		return d, types.NewError(types.ErrTryAgainLater,
 			fmt.Sprintf("cannot judge pod %s/%s: no usable annotations and the pod lookup failed", namespace, name),

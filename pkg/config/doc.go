@@ -77,6 +77,17 @@ func Doc() []byte {
 	p("its pods' annotations, and what they override, is in\n")
 	p("[pkg/mesh/README.md](../pkg/mesh/README.md).\n")
 
+	p("\n## Limits on a pod's annotations\n\n")
+	p("Each pod annotation a profile that is on reads is checked against these\n")
+	p("caps before any is parsed; a pod over one fails ADD with CNI error 7 naming\n")
+	p("the annotation. Each is far above what the meshes' injectors write (the\n")
+	p("reasons, and the measured cost of the largest pod they allow, are in\n")
+	p("[pkg/mesh/README.md](../pkg/mesh/README.md#limits)).\n\n")
+	p("| what | cap |\n|---|---|\n")
+	p("| a list or single-value annotation | %d bytes, and %d items (every `,` and `;` starts one) |\n", mesh.MaxAnnotationBytes, mesh.MaxListItems)
+	p("| a document annotation (`%s`, `%s`, `%s`, `%s`) | %d bytes, and %d lines and items together |\n",
+		mesh.IstioProxyConfig, mesh.IstioStatus, mesh.KumaConfig, mesh.ConsulRedirectConfig, mesh.MaxDocumentBytes, mesh.MaxDocumentItems)
+	p("| one list inside a document, or one list setting above | %d items |\n", mesh.MaxListItems)
 	p("\n## What the chart's schema cannot check\n\n")
 	p("The chart's `values.schema.json` is generated from the same tables, so the\n")
 	p("chart refuses what the plugin refuses, with these exceptions, which no JSON\n")

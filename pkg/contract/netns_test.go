@@ -18,6 +18,7 @@ import (
 	"github.com/containernetworking/cni/libcni"
 	"github.com/containernetworking/cni/pkg/types"
 	corev1 "k8s.io/api/core/v1"
+	k8stypes "k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/mesh-cni/mesh-cni/pkg/backend"
@@ -91,6 +92,9 @@ func fixtureInNetns(t *testing.T, file, plugins string) {
 	}
 	tp := testenv.NewTopo(t)
 	pr := newProbes(t, tp, w)
+	if kp.UID == "" { // the API server's, as the runtime passes it and the cache holds it
+		kp.UID = k8stypes.UID(kp.Name + "-uid")
+	}
 	sock := serveAgent(t, kp)
 	cni := libcni.NewCNIConfigWithCacheDir([]string{plugins}, t.TempDir(), nil)
 	rt := &libcni.RuntimeConf{
@@ -102,7 +106,7 @@ func fixtureInNetns(t *testing.T, file, plugins string) {
 			{"K8S_POD_NAMESPACE", kp.Namespace},
 			{"K8S_POD_NAME", kp.Name},
 			{"K8S_POD_INFRA_CONTAINER_ID", "c0ffee"},
-			{"K8S_POD_UID", kp.Name + "-uid"},
+			{"K8S_POD_UID", string(kp.UID)},
 		},
 		CapabilityArgs: map[string]any{node.PodAnnotationsCapability: kp.Annotations},
 	}

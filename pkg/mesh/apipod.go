@@ -8,6 +8,7 @@ type APIPod struct {
 	Metadata struct {
 		Namespace   string            `json:"namespace"`
 		Name        string            `json:"name"`
+		UID         string            `json:"uid"`
 		Labels      map[string]string `json:"labels"`
 		Annotations map[string]string `json:"annotations"`
 	} `json:"metadata"`
@@ -42,6 +43,7 @@ func (p *APIPod) Pod() Pod {
 	pod := Pod{
 		Namespace:   p.Metadata.Namespace,
 		Name:        p.Metadata.Name,
+		UID:         p.Metadata.UID,
 		Labels:      p.Metadata.Labels,
 		Annotations: p.Metadata.Annotations,
 		SpecKnown:   true,

@@ -127,6 +127,9 @@ func (s *Set) Decide(pod Pod, families []rules.Family) (Decision, error) {
 	if pod.Annotations == nil && !pod.SpecKnown {
 		return Decision{NeedSpec: true, Reason: ReasonNoAnnotations}, nil
 	}
+	if err := s.checkLimits(pod.Annotations); err != nil {
+		return Decision{Reason: ReasonInvalidAnnotation}, err
+	}
 	var found []string
 	var spec *rules.Spec
 	var skip, need *Decision

@@ -15,10 +15,14 @@ const Wildcard = "*"
 
 // items splits a comma list, trimming blanks. An empty or blank string is an
 // empty list; an empty item between commas is an error, so a typo never
-// silently shortens the list.
+// silently shortens the list. A list of more than MaxListItems is refused
+// before it is split.
 func items(s string) ([]string, error) {
 	if strings.TrimSpace(s) == "" {
 		return nil, nil
+	}
+	if err := checkItems(s); err != nil {
+		return nil, err
 	}
 	parts := strings.Split(s, ",")
 	for i, p := range parts {

@@ -50,6 +50,7 @@ type Config struct {
 type Pod struct {
 	Namespace      string            `json:"namespace"`
 	Name           string            `json:"name"`
+	UID            string            `json:"uid,omitempty"` // metadata.uid, when it came from the agent or the API
 	Labels         map[string]string `json:"labels,omitempty"`
 	Annotations    map[string]string `json:"annotations,omitempty"`
 	Containers     []Container       `json:"containers,omitempty"`

@@ -14,6 +14,7 @@ func FromPod(p *corev1.Pod) *mesh.Pod {
 	out := &mesh.Pod{
 		Namespace:   p.Namespace,
 		Name:        p.Name,
+		UID:         string(p.UID),
 		Labels:      p.Labels,
 		Annotations: p.Annotations,
 		SpecKnown:   true,

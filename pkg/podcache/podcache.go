@@ -96,30 +96,40 @@ func (c *Cache) cached(key string) *corev1.Pod {
 // Get returns the pod. One that is not cached (just created, or the cache is
 // still loading) is waited for up to Wait, bounded by ctx, and then asked of
 // the API server once. ErrNotFound when it does not exist.
-func (c *Cache) Get(ctx context.Context, namespace, name string) (*mesh.Pod, error) {
+//
+// uid, when set, is the UID the runtime names (K8S_POD_UID): a cached pod
+// of that name with another UID is an earlier pod (a StatefulSet pod
+// recreated while the watch lags) and is treated as not cached yet. The
+// answer may still carry another UID when the API server has one; the
+// caller compares.
+func (c *Cache) Get(ctx context.Context, namespace, name, uid string) (*mesh.Pod, error) {
 	key := namespace + "/" + name
-	if p := c.cached(key); p != nil {
-		return FromPod(p), nil
-	}
-	// Register before the second look, so an arrival in between is not missed.
-	ch := make(chan struct{})
-	c.mu.Lock()
-	c.waiters[key] = append(c.waiters[key], ch)
-	c.mu.Unlock()
-	defer c.dropWaiter(key, ch)
-	if p := c.cached(key); p != nil {
+	if p := c.current(key, uid); p != nil {
 		return FromPod(p), nil
 	}
 	timer := time.NewTimer(c.Wait)
 	defer timer.Stop()
-	select {
-	case <-ch:
-		if p := c.cached(key); p != nil {
+	for {
+		// Register before the second look, so an arrival in between is not missed.
+		ch := make(chan struct{})
+		c.mu.Lock()
+		c.waiters[key] = append(c.waiters[key], ch)
+		c.mu.Unlock()
+		p := c.current(key, uid)
+		if p != nil {
+			c.dropWaiter(key, ch)
 			return FromPod(p), nil
 		}
-	case <-timer.C:
-	case <-ctx.Done():
-		return nil, fmt.Errorf("pod %s: %w", key, ctx.Err())
+		select {
+		case <-ch:
+			continue // an event for this name: look again
+		case <-timer.C:
+		case <-ctx.Done():
+			c.dropWaiter(key, ch)
+			return nil, fmt.Errorf("pod %s: %w", key, ctx.Err())
+		}
+		c.dropWaiter(key, ch)
+		break
 	}
 	p, err := c.pods.Pods(namespace).Get(ctx, name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
@@ -129,6 +139,16 @@ func (c *Cache) Get(ctx context.Context, namespace, name string) (*mesh.Pod, err
 		return nil, fmt.Errorf("get pod %s: %w", key, err)
 	}
 	return FromPod(p), nil
+}
+
+// current is the cached pod, when it is the one with uid (any, when uid is
+// empty).
+func (c *Cache) current(key, uid string) *corev1.Pod {
+	p := c.cached(key)
+	if p == nil || (uid != "" && string(p.UID) != uid) {
+		return nil
+	}
+	return p
 }
 
 func (c *Cache) dropWaiter(key string, ch chan struct{}) {

@@ -153,7 +153,7 @@ func TestCacheHoldsOnlyThisNode(t *testing.T) {
 		t.Fatal("other node's pod cached")
 	}
 	c.Wait = 10 * time.Millisecond
-	p, err := c.Get(ctx, ns, "theirs")
+	p, err := c.Get(ctx, ns, "theirs", "")
 	if err != nil || p.Name != "theirs" {
 		t.Fatalf("direct GET fallback: %v %+v", err, p)
 	}
@@ -180,7 +180,7 @@ func TestWaitsForNewPod(t *testing.T) {
 	go func() {
 		gctx, gcancel := context.WithTimeout(ctx, testenv.Timeout())
 		defer gcancel()
-		p, err := c.Get(gctx, ns, "late")
+		p, err := c.Get(gctx, ns, "late", "")
 		res <- result{p, err}
 	}()
 	waitUntil(t, func() bool {
@@ -210,16 +210,16 @@ func TestFallbackAndDeadline(t *testing.T) {
 	c := New(env.Client.CoreV1(), "pc-node-e") // never Run
 	c.Wait = 20 * time.Millisecond
 	ctx := context.Background()
-	if p, err := c.Get(ctx, ns, "web"); err != nil || p.Name != "web" {
+	if p, err := c.Get(ctx, ns, "web", ""); err != nil || p.Name != "web" {
 		t.Fatalf("fallback GET: %v %+v", err, p)
 	}
-	if _, err := c.Get(ctx, ns, "missing"); !errors.Is(err, ErrNotFound) {
+	if _, err := c.Get(ctx, ns, "missing", ""); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("missing pod: %v, want ErrNotFound", err)
 	}
 	c.Wait = time.Hour
 	dctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
 	defer cancel()
-	if _, err := c.Get(dctx, ns, "web"); !errors.Is(err, context.DeadlineExceeded) {
+	if _, err := c.Get(dctx, ns, "web", ""); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("lookup past its deadline: %v", err)
 	}
 	// Over HTTP that is a 503 (unknown), not a 404 (absent).
@@ -342,5 +342,43 @@ func BenchmarkLookup(b *testing.B) {
 			b.Fatalf("decode: %v", err)
 		}
 		resp.Body.Close()
+	}
+}
+
+// A pod recreated under its name while the watch lags: the cache still
+// holds the earlier pod (here the watch never runs; the store holds what
+// the last event left). A lookup for the runtime's UID does not take the
+// earlier pod: it waits, then asks the API server, which has the new one.
+// A lookup without a UID still answers from the cache.
+func TestRecreatedPodNotTakenForTheNew(t *testing.T) {
+	env := testenv.Start(t)
+	ns := env.Namespace(t, "podcache")
+	env.Node(t, "pc-node-g")
+	old := createPod(t, env.Client, ns, "db-0", "pc-node-g")
+	c := New(env.Client.CoreV1(), "pc-node-g") // never Run: the watch lags for good
+	if err := c.informer.GetStore().Add(old); err != nil {
+		t.Fatal(err)
+	}
+	zero := int64(0)
+	ctx := context.Background()
+	if err := env.Client.CoreV1().Pods(ns).Delete(ctx, "db-0", metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil {
+		t.Fatal(err)
+	}
+	cur := createPod(t, env.Client, ns, "db-0", "pc-node-g")
+	c.Wait = 20 * time.Millisecond
+
+	p, err := c.Get(ctx, ns, "db-0", string(cur.UID))
+	if err != nil || p.UID != string(cur.UID) {
+		t.Fatalf("lookup for the new UID %s: %v %+v (the earlier pod is %s)", cur.UID, err, p, old.UID)
+	}
+	if p, err := c.Get(ctx, ns, "db-0", ""); err != nil || p.UID != string(old.UID) {
+		t.Fatalf("lookup without a UID: %v %+v", err, p)
+	}
+	// Over HTTP, with ?uid=.
+	rec := httptest.NewRecorder()
+	c.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/v1/pods/"+ns+"/db-0?uid="+string(cur.UID), nil))
+	var got mesh.Pod
+	if err := json.Unmarshal(rec.Body.Bytes(), &got); err != nil || rec.Code != http.StatusOK || got.UID != string(cur.UID) {
+		t.Fatalf("HTTP lookup: %d %s", rec.Code, rec.Body)
 	}
 }

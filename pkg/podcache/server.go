@@ -70,13 +70,13 @@ func (c *Cache) Serve(ctx context.Context, l net.Listener) error {
 	}
 }
 
-// Handler serves GET /v1/pods/{namespace}/{name}.
+// Handler serves GET /v1/pods/{namespace}/{name}[?uid=UID].
 func (c *Cache) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /v1/pods/{namespace}/{name}", func(w http.ResponseWriter, r *http.Request) {
 		ctx, cancel := context.WithTimeout(r.Context(), MaxRequestTime)
 		defer cancel()
-		pod, err := c.Get(ctx, r.PathValue("namespace"), r.PathValue("name"))
+		pod, err := c.Get(ctx, r.PathValue("namespace"), r.PathValue("name"), r.URL.Query().Get("uid"))
 		switch {
 		case errors.Is(err, ErrNotFound):
 			writeJSON(w, http.StatusNotFound, map[string]string{"error": err.Error()})

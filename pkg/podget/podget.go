@@ -57,10 +57,32 @@ func (r Result) Err() error {
 // maxOut caps what Run reads from the helper: a pod plus JSON framing.
 const maxOut = maxBody + 64<<10
 
-// Run execs the helper at bin for the pod ns/name and returns the pod. The
-// helper gets ctx's remaining time less a small margin, so it can answer
-// with its own error before ctx ends; at ctx's end it is killed.
-func Run(ctx context.Context, bin, kubeconfig, ns, name string) (mesh.Pod, error) {
+// ErrOtherUID: the source answered for a pod of the asked name with
+// another UID than the runtime's: an earlier pod of that name (a
+// StatefulSet pod recreated), whose annotations say nothing of this one.
+var ErrOtherUID = errors.New("the pod of that name has another UID")
+
+// Check says whether pod is the pod the runtime named: namespace, name
+// and, when the runtime passed one (K8S_POD_UID), UID. An answer without a
+// UID cannot tell, so it is refused as well (but is not ErrOtherUID).
+func Check(pod mesh.Pod, ns, name, uid string) error {
+	if pod.Namespace != ns || pod.Name != name {
+		return fmt.Errorf("answered for pod %s/%s, asked for %s/%s", pod.Namespace, pod.Name, ns, name)
+	}
+	switch {
+	case uid == "" || pod.UID == uid:
+		return nil
+	case pod.UID == "":
+		return fmt.Errorf("answer for pod %s/%s carries no UID; the runtime's is %s", ns, name, uid)
+	}
+	return fmt.Errorf("%w: pod %s/%s is %s, the runtime's is %s", ErrOtherUID, ns, name, pod.UID, uid)
+}
+
+// Run execs the helper at bin for the pod ns/name and returns the pod,
+// checked against uid (Check). The helper gets ctx's remaining time less
+// a small margin, so it can answer with its own error before ctx ends; at
+// ctx's end it is killed.
+func Run(ctx context.Context, bin, kubeconfig, ns, name, uid string) (mesh.Pod, error) {
 	if _, err := os.Stat(bin); err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return mesh.Pod{}, fmt.Errorf("%s is missing: it must sit beside the mesh-cni binary (the mesh-cni agent installs both)", bin)
@@ -97,8 +119,8 @@ func Run(ctx context.Context, bin, kubeconfig, ns, name string) (mesh.Pod, error
 	if err := res.Err(); err != nil {
 		return mesh.Pod{}, err
 	}
-	if res.Pod.Namespace != ns || res.Pod.Name != name {
-		return mesh.Pod{}, fmt.Errorf("%s answered for pod %s/%s, asked for %s/%s", Binary, res.Pod.Namespace, res.Pod.Name, ns, name)
+	if err := Check(*res.Pod, ns, name, uid); err != nil {
+		return mesh.Pod{}, fmt.Errorf("%s: %w", Binary, err)
 	}
 	return *res.Pod, nil
 }

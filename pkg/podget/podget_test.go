@@ -24,7 +24,7 @@ func run(t *testing.T, bin string, timeout time.Duration) error {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	pod, err := Run(ctx, bin, "/kc", "shop", "web-1")
+	pod, err := Run(ctx, bin, "/kc", "shop", "web-1", "u-1")
 	if err == nil && (pod.Namespace != "shop" || pod.Name != "web-1" || !pod.SpecKnown) {
 		t.Errorf("pod: %+v", pod)
 	}
@@ -36,7 +36,7 @@ func TestRun(t *testing.T) {
 	// budget a little under what is left.
 	args := filepath.Join(t.TempDir(), "args")
 	ok := helper(t, `echo "$@" > `+args+`
-echo '{"pod":{"namespace":"shop","name":"web-1","specKnown":true}}'`)
+echo '{"pod":{"namespace":"shop","name":"web-1","uid":"u-1","specKnown":true}}'`)
 	if err := run(t, ok, 2*time.Second); err != nil {
 		t.Fatal(err)
 	}
@@ -56,6 +56,9 @@ echo '{"pod":{"namespace":"shop","name":"web-1","specKnown":true}}'`)
 		{"not found", `echo '{"notFound":true}'`, "pod not found"},
 		{"error", `echo '{"error":"TLS to 10.96.0.1:443: x509: certificate signed by unknown authority"}'`, "TLS to 10.96.0.1:443: x509"},
 		{"other pod", `echo '{"pod":{"namespace":"shop","name":"web-2"}}'`, "answered for pod shop/web-2, asked for shop/web-1"},
+		// The API holds another pod of that name than the runtime's.
+		{"other UID", `echo '{"pod":{"namespace":"shop","name":"web-1","uid":"u-0"}}'`, "another UID: pod shop/web-1 is u-0, the runtime's is u-1"},
+		{"no UID", `echo '{"pod":{"namespace":"shop","name":"web-1"}}'`, "carries no UID"},
 		{"empty answer", `echo '{}'`, "neither a pod nor an error"},
 		{"garbage", `echo 'segfault'`, "undecodable answer"},
 		{"usage", `echo 'usage: ...' >&2; exit 2`, Binary + ": exit status 2: usage: ..."},
@@ -65,6 +68,9 @@ echo '{"pod":{"namespace":"shop","name":"web-1","specKnown":true}}'`)
 			err := run(t, helper(t, tc.script), 2*time.Second)
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("got %v, want %q", err, tc.want)
+			}
+			if tc.name == "other UID" && !errors.Is(err, ErrOtherUID) {
+				t.Errorf("other UID: %v is not ErrOtherUID", err)
 			}
 			if tc.name == "not found" && !errors.Is(err, ErrNotFound) {
 				t.Errorf("not found: %v is not ErrNotFound", err)

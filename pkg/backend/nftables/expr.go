@@ -22,6 +22,7 @@ type builder struct {
 	conn   *nftables.Conn
 	table  *nftables.Table
 	setIDs uint32 // set ids are per batch; google/nftables' own counter is an unguarded global
+	size   batchSize
 }
 
 // rules returns the expression lists r becomes, following the layout of
@@ -282,9 +283,11 @@ func (b *builder) ports(ps []rules.PortRange, not bool, off uint32) ([]expr.Any,
 func (b *builder) set(keyType nftables.SetDatatype, ranges [][2][]byte, not bool) (expr.Any, error) {
 	b.setIDs++
 	s := &nftables.Set{Table: b.table, ID: b.setIDs, Name: "__set%d", Anonymous: true, Constant: true, Interval: true, KeyType: keyType}
-	if err := b.conn.AddSet(s, intervals(ranges)); err != nil {
+	elems := intervals(ranges)
+	if err := b.conn.AddSet(s, elems); err != nil {
 		return nil, fmt.Errorf("anonymous set: %w", err)
 	}
+	b.size.add(2, len(elems)*maxElemBytes) // the set and its elements
 	return &expr.Lookup{SourceRegister: 1, SetName: s.Name, SetID: s.ID, Invert: not}, nil
 }
 

@@ -13,6 +13,7 @@ import (
 	"os"
 
 	"github.com/google/nftables"
+	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
 
 	"github.com/mesh-cni/mesh-cni/pkg/backend/policy"
@@ -84,8 +85,8 @@ func (b *Backend) fail(netnsPath string, err error) error {
 // dial opens one netlink socket in the netns for every request of the
 // caller: each transient socket would cost a thread switch into the netns
 // and back.
-func dial(nsfd int) (*nftables.Conn, error) {
-	return checkDial(nftables.New(nftables.WithNetNSFd(nsfd), nftables.AsLasting(), keepOption()))
+func dial(nsfd int, opts ...nftables.ConnOption) (*nftables.Conn, error) {
+	return checkDial(nftables.New(append([]nftables.ConnOption{nftables.WithNetNSFd(nsfd), nftables.AsLasting(), keepOption()}, opts...)...))
 }
 
 // checkDial wraps a failed dial's error, marking a kernel without
@@ -121,7 +122,8 @@ func applyTables(nsfd int, rs rules.RuleSet) (existed bool, err error) {
 // rules; only a re-apply pays for the delete (the kernel waits for an RCU
 // grace period, milliseconds).
 func transaction(nsfd int, rs rules.RuleSet, replace bool) error {
-	c, err := dial(nsfd)
+	var sock *netlink.Conn
+	c, err := dial(nsfd, nftables.WithSockOptions(func(nc *netlink.Conn) error { sock = nc; return nil }))
 	if err != nil {
 		return err
 	}
@@ -133,7 +135,11 @@ func transaction(nsfd int, rs rules.RuleSet, replace bool) error {
 	} else {
 		t = c.CreateTable(t)
 	}
-	if err := addChains(c, t, rs); err != nil {
+	size, err := addChains(c, t, rs)
+	if err != nil {
+		return err
+	}
+	if err := size.fit(sock); err != nil {
 		return err
 	}
 	if err := c.Flush(); err != nil {
@@ -170,8 +176,10 @@ func hookSpec(t string, h rules.Hook) (*nftables.ChainHook, *nftables.ChainPrior
 	return nh, nftables.ChainPriorityRef(nftables.ChainPriority(prio)), nftables.ChainType(typ)
 }
 
-func addChains(c *nftables.Conn, t *nftables.Table, rs rules.RuleSet) error {
+func addChains(c *nftables.Conn, t *nftables.Table, rs rules.RuleSet) (batchSize, error) {
 	chains := map[string]*nftables.Chain{}
+	b := &builder{conn: c, table: t}
+	b.size.add(2, 0) // the table (deleted and) added
 	// Chains first: rules may jump forward.
 	for _, it := range rs.Tables {
 		for _, ch := range it.Chains {
@@ -182,23 +190,25 @@ func addChains(c *nftables.Conn, t *nftables.Table, rs rules.RuleSet) error {
 				nc.Policy = &accept
 			}
 			chains[ch.Name] = c.AddChain(nc)
+			b.size.add(1, 0)
 		}
 	}
-	b := &builder{conn: c, table: t}
 	for _, it := range rs.Tables {
 		for _, ch := range it.Chains {
 			for i, r := range ch.Rules {
 				es, err := b.rules(r, rs.Families)
 				if err != nil {
-					return fmt.Errorf("%s chain %s rule %d: %w", it.Name, ch.Name, i+1, err)
+					return batchSize{}, fmt.Errorf("%s chain %s rule %d: %w", it.Name, ch.Name, i+1, err)
 				}
 				for _, e := range es {
-					c.AddRule(&nftables.Rule{Table: t, Chain: chains[ch.Name], Exprs: e, UserData: comment(r.Comment)})
+					ud := comment(r.Comment)
+					c.AddRule(&nftables.Rule{Table: t, Chain: chains[ch.Name], Exprs: e, UserData: ud})
+					b.size.add(1, len(ud)+len(e)*maxExprBytes)
 				}
 			}
 		}
 	}
-	return nil
+	return b.size, nil
 }
 
 // Delete removes our table and policy routes. It succeeds when they, or
