@@ -202,9 +202,12 @@ func outputChain(s Spec) Chain {
 		c.Rules = append(c.Rules, Rule{OutIface: "lo", Src: passthroughSources, Verdict: ret, Comment: cm("inbound-passthrough")})
 		// The proxy calling its own pod (a Service VIP that resolved to
 		// itself) gets the inbound treatment, in both modes, as Istio and
-		// Kuma do.
-		c.Rules = append(c.Rules, proxyRules(s, Rule{Proto: TCP, OutIface: "lo", Dst: loopbackHosts, NotDst: true,
-			Verdict: Verdict{Kind: Jump, Chain: ChainProxySelf}, Comment: cm("proxy-to-self")})...)
+		// Kuma do. By UID only: Kuma has no GID rule, and Istio's GID rule
+		// comes after "-o lo ! --uid-owner <proxy> -j RETURN", so only the
+		// proxy's UID ever reaches it (a root proxy of group 1337 goes
+		// direct in nat; in TPROXY mode its mark 1338 still applies).
+		c.Rules = append(c.Rules, Rule{Proto: TCP, OutIface: "lo", Dst: loopbackHosts, NotDst: true, UID: ptr(s.ProxyUID),
+			Verdict: Verdict{Kind: Jump, Chain: ChainProxySelf}, Comment: cm("proxy-to-self")})
 	}
 	c.Rules = append(c.Rules, proxyRules(s, Rule{Verdict: ret, Comment: cm("proxy")})...)
 	if s.ExemptDNS {
