@@ -16,8 +16,10 @@ func hostPort(ip string, port int) string { return net.JoinHostPort(ip, strconv.
 // redirectSpecs checks one mesh contract: app traffic out and in goes through
 // the proxy with the right original destination, annotated skips bypass it,
 // the proxy's own traffic is left alone. Client and peer sit on different
-// nodes where the cluster has two.
-func redirectSpecs(mesh string, c contract, skipPortAnn, skipSubnetAnn string) {
+// nodes where the cluster has two. skipSubnetInbound: the mesh's skip
+// subnet annotation skips inbound sources only (Linkerd's skip-subnets),
+// not outbound destinations (Istio's excludeOutboundIPRanges).
+func redirectSpecs(mesh string, c contract, skipPortAnn, skipSubnetAnn string, skipSubnetInbound bool) {
 	Describe(mesh+" contract", Ordered, Label("smoke", "redirect", mesh), func() {
 		var ns string
 		var pods map[string]*corev1.Pod
@@ -80,6 +82,14 @@ func redirectSpecs(mesh string, c contract, skipPortAnn, skipSubnetAnn string) {
 		})
 
 		It("lets an annotated skip subnet bypass the proxy", func() {
+			if skipSubnetInbound {
+				r := mustConnect(ns, "peer", "app", pods["skip-subnet"].Status.PodIP, 8080)
+				Expect(r.Name).To(Equal("skip-subnet"))
+				Expect(r.Role).To(Equal("app"))
+				// Outbound to the subnet still goes to the proxy.
+				Expect(mustConnect(ns, "skip-subnet", "app", pods["peer"].Status.PodIP, 8080).Name).To(Equal("proxy"))
+				return
+			}
 			r := mustConnect(ns, "skip-subnet", "app", pods["peer"].Status.PodIP, 8080)
 			Expect(r.Name).To(Equal("peer"))
 		})
@@ -95,6 +105,6 @@ func redirectSpecs(mesh string, c contract, skipPortAnn, skipSubnetAnn string) {
 }
 
 var _ = Describe("redirect", func() {
-	redirectSpecs("linkerd", linkerd, "config.linkerd.io/skip-outbound-ports", "config.linkerd.io/skip-subnets")
-	redirectSpecs("istio", istio, "traffic.sidecar.istio.io/excludeOutboundPorts", "traffic.sidecar.istio.io/excludeOutboundIPRanges")
+	redirectSpecs("linkerd", linkerd, "config.linkerd.io/skip-outbound-ports", "config.linkerd.io/skip-subnets", true)
+	redirectSpecs("istio", istio, "traffic.sidecar.istio.io/excludeOutboundPorts", "traffic.sidecar.istio.io/excludeOutboundIPRanges", false)
 })

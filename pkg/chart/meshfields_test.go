@@ -55,6 +55,7 @@ var meshSamples = map[string][]any{
 	"ignoreOutboundPorts":  {[]any{"31003"}, []any{}},
 	"includeOutboundPorts": {[]any{"31004", "34000-34010"}, []any{}},
 	"skipSubnets":          {[]any{"10.1.0.0/16", "fd01::/64", "192.0.2.7"}, []any{}},
+	"skipOutboundSubnets":  {[]any{"10.3.0.0/16", "fd03::/64"}, []any{}},
 	"includeSubnets":       {[]any{"10.2.0.0/16", "fd02::/64"}, []any{"*"}, []any{}},
 	"excludeInterfaces":    {[]any{"eth9", "wg0"}, []any{}},
 	"interceptionMode":     {"TPROXY", "REDIRECT"},

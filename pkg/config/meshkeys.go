@@ -93,7 +93,9 @@ var MeshKeys = []MeshKey{
 	{Name: "includeOutboundPorts", Type: typ("array"), Value: list(ref("portOrRange")), Unset: "none",
 		Gap: "the order of a range's two ends", Doc: "with `includeSubnets`: also redirect these ports to any destination"},
 	{Name: "skipSubnets", Type: typ("array"), Value: list(ref("cidr")), Unset: "none",
-		Gap: "every malformed IPv6 prefix", Doc: "CIDRs skipped both ways (inbound by source, outbound by destination)"},
+		Gap: "every malformed IPv6 prefix", Doc: "inbound connections from these CIDRs are never redirected (Linkerd's `skip-subnets`: by source only; outbound traffic to them still goes to the proxy)"},
+	{Name: "skipOutboundSubnets", Type: typ("array"), Value: list(ref("cidr")), Unset: "none",
+		Gap: "every malformed IPv6 prefix", Doc: "outbound connections to these CIDRs are never redirected (bypass the proxy); a pod's own outbound exclusion annotation (Istio, Kuma, Consul) replaces the list"},
 	{Name: "includeSubnets", Type: typ("array"), Value: list(map[string]any{"anyOf": []any{ref("cidr"), star}}), Unset: "all",
 		Gap: "every malformed IPv6 prefix", Doc: "redirect outbound only to these CIDRs; `[\"*\"]` = all, `[]` = none"},
 	{Name: "excludeInterfaces", Type: typ("array"), Value: list(map[string]any{
@@ -105,7 +107,7 @@ var MeshKeys = []MeshKey{
 	{Name: "captureDNS", Type: typ("boolean"),
 		Doc: "send TCP and UDP port 53 from non-proxy processes to `dnsPort`"},
 	{Name: "proxyLoopbackToInbound", Type: typ("boolean"),
-		Doc: "the proxy's own connections to a local, non-loopback address (a Service that resolved to this pod) go through the inbound redirect"},
+		Doc: "the proxy's own connections to a local, non-loopback address (a Service that resolved to this pod) go to `inboundPort`, except to its `ignoreOutboundPorts` and `tunnelPort` (and TCP 53 when DNS is captured); the inbound port rules do not apply to them, as in Istio and Kuma"},
 	{Name: "trustAnnotations", Type: typ("boolean"),
 		Doc: "annotations alone may mark a pod meshed; when false, the pod spec confirms it (one lookup, from the agent's cache)"},
 }

@@ -306,7 +306,7 @@ func newProbes(t *testing.T, tp *testenv.Topo, w *promise) *probes {
 			}
 		}
 	}
-	for _, r := range append(slices.Clone(w.excludeRanges), w.includeIn...) {
+	for _, r := range slices.Concat(w.excludeRanges, w.includeIn, w.alsoProbe) {
 		a := host(r)
 		tp.PeerAddress(t, a)
 		p.out = append(p.out, dest{a, appPort})

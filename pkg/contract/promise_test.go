@@ -38,6 +38,9 @@ type promise struct {
 	excludePorts, includePorts []int
 	excludeRanges, includeIn   []netip.Prefix
 	includeAll                 bool
+	// alsoProbe: destinations worth probing that no outbound rule names
+	// (Linkerd's skip-subnets skip inbound sources only).
+	alsoProbe []netip.Prefix
 	// Inbound: excluded ports, else every port (inAll) or inPorts.
 	inExclude, inPorts []int
 	inAll              bool
@@ -183,8 +186,11 @@ func (w *promise) istio(pod *corev1.Pod) error {
 }
 
 // linkerd reads the config.linkerd.io skip annotations (linkerd.io
-// reference/proxy-configuration): skipped ports and subnets are never
-// redirected; everything else is.
+// reference/proxy-configuration): skipped ports are never redirected;
+// skip-subnets skips inbound connections from those sources only, and
+// outbound traffic to them still goes to the proxy (linkerd2-proxy-init
+// pkg/iptables/iptables.go: addRulesForIgnoredSubnets is called for the
+// inbound chain only, in addIncomingTrafficRules).
 func (w *promise) linkerd(pod *corev1.Pod) error {
 	a := pod.Annotations
 	var err error
@@ -194,7 +200,7 @@ func (w *promise) linkerd(pod *corev1.Pod) error {
 	if w.inExclude, err = ports(a[mesh.LinkerdSkipInboundPorts]); err != nil {
 		return err
 	}
-	if w.excludeRanges, err = prefixes(a[mesh.LinkerdSkipSubnets]); err != nil {
+	if w.alsoProbe, err = prefixes(a[mesh.LinkerdSkipSubnets]); err != nil {
 		return err
 	}
 	w.includeAll, w.inAll = true, true

@@ -320,7 +320,7 @@ func writeSpec(w io.Writer, s rules.Spec) {
 	if s.IncludeSubnets != nil {
 		line("outbound only to", "%s, or ports %s", prefixesOr(s.IncludeSubnets, "no subnet"), portsOr(s.IncludeOutbound, "none"))
 	}
-	line("skip subnets", "%s (both ways); %s (outbound)", prefixesOr(s.SkipSubnets, "none"), prefixesOr(s.SkipOutboundSubnets, "none"))
+	line("skip subnets", "%s (inbound sources); %s (outbound destinations)", prefixesOr(s.SkipSubnets, "none"), prefixesOr(s.SkipOutboundSubnets, "none"))
 	if len(s.ExcludeIfaces) > 0 {
 		line("excluded ifaces", "%s", strings.Join(s.ExcludeIfaces, ", "))
 	}
@@ -328,14 +328,21 @@ func writeSpec(w io.Writer, s rules.Spec) {
 		line("dns", "tcp/udp 53 to port %d", s.DNSPort)
 	}
 	if s.LoopbackToInbound {
-		line("proxy to self", "through the inbound redirect")
+		direct := slices.Clone(s.IgnoreOutbound)
+		if s.TunnelPort != 0 {
+			direct = append(direct, rules.PortRange{First: s.TunnelPort, Last: s.TunnelPort})
+		}
+		if s.CaptureDNS && !s.DNSUDPOnly {
+			direct = append(direct, rules.PortRange{First: rules.DNSPort, Last: rules.DNSPort})
+		}
+		line("proxy to self", "to port %d, except ports %s (the inbound exclusions do not apply)", s.InboundPort, portsOr(direct, "none"))
 	}
 	w.Write(b.Bytes())
 }
 
 func withTunnel(s rules.Spec) []rules.PortRange {
 	out := slices.Clone(s.IgnoreInbound)
-	if s.TunnelPort != 0 {
+	if s.TunnelPort != 0 && s.Mode != rules.TProxy { // Istio exempts it in nat only
 		out = append(out, rules.PortRange{First: s.TunnelPort, Last: s.TunnelPort})
 	}
 	return out

@@ -198,8 +198,8 @@ func TestLinkerdSpec(t *testing.T) {
 	if !reflect.DeepEqual(s.IgnoreOutbound, ports(t, "3306,443,6443")) {
 		t.Errorf("skip-outbound-ports + control plane API ports: %v", s.IgnoreOutbound)
 	}
-	if !reflect.DeepEqual(s.SkipSubnets, cidrs(t, "10.96.0.0/12,fd00::/8")) {
-		t.Errorf("skip-subnets: %v", s.SkipSubnets)
+	if !reflect.DeepEqual(s.SkipSubnets, cidrs(t, "10.96.0.0/12,fd00::/8")) || s.SkipOutboundSubnets != nil {
+		t.Errorf("skip-subnets skips inbound sources only: %v, outbound %v", s.SkipSubnets, s.SkipOutboundSubnets)
 	}
 	if s.ProxyUID != 3000 || s.ProxyGID == nil || *s.ProxyGID != 3001 {
 		t.Errorf("uid/gid: %d %v", s.ProxyUID, s.ProxyGID)
@@ -238,7 +238,7 @@ func TestIstioSpec(t *testing.T) {
 		{"mode", s.Mode, rules.TProxy},
 		{"include subnets", s.IncludeSubnets, cidrs(t, "10.0.0.0/8,fd00::/8")},
 		{"skip outbound", s.SkipOutboundSubnets, cidrs(t, "10.1.0.0/16")},
-		{"skip both ways untouched", s.SkipSubnets, []netip.Prefix(nil)},
+		{"skip inbound sources untouched", s.SkipSubnets, []netip.Prefix(nil)},
 		{"inbound ports", s.InboundPorts, ports(t, "8080,9090")},
 		{"ignore inbound", s.IgnoreInbound, ports(t, "15020,15021,15090,9999")},
 		{"include outbound", s.IncludeOutbound, ports(t, "443")},
@@ -372,5 +372,23 @@ func TestAnnotationErrorsAreClipped(t *testing.T) {
 		if err == nil || len(err.Error()) > 1000 || !strings.Contains(err.Error(), "bytes cut]") || !strings.Contains(err.Error(), tc.key) {
 			t.Errorf("%s: error of %d bytes, want it cut and naming the annotation: %.300s", tc.key, len(fmt.Sprint(err)), err)
 		}
+	}
+}
+
+// skipOutboundSubnets is the setting that skips outbound destinations, off
+// by default; Linkerd's skip-subnets annotation does not touch it.
+func TestSkipOutboundSubnets(t *testing.T) {
+	m := defaultMeshes()
+	m[Linkerd] = Config{SkipSubnets: []string{"10.1.0.0/16"}, SkipOutboundSubnets: []string{"169.254.169.254/32"}}
+	s := spec(t, m, linkerdSpecPod(map[string]string{LinkerdSkipSubnets: "10.96.0.0/12"}))
+	if !reflect.DeepEqual(s.SkipSubnets, cidrs(t, "10.96.0.0/12")) || !reflect.DeepEqual(s.SkipOutboundSubnets, cidrs(t, "169.254.169.254/32")) {
+		t.Errorf("linkerd: inbound %v, outbound %v", s.SkipSubnets, s.SkipOutboundSubnets)
+	}
+	s = spec(t, m, linkerdSpecPod(nil))
+	if !reflect.DeepEqual(s.SkipSubnets, cidrs(t, "10.1.0.0/16")) || !reflect.DeepEqual(s.SkipOutboundSubnets, cidrs(t, "169.254.169.254/32")) {
+		t.Errorf("linkerd defaults: inbound %v, outbound %v", s.SkipSubnets, s.SkipOutboundSubnets)
+	}
+	if d, _ := Defaults(Linkerd); d.SkipOutboundSubnets != nil {
+		t.Errorf("skipOutboundSubnets is on by default: %v", d.SkipOutboundSubnets)
 	}
 }

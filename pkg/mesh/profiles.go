@@ -138,7 +138,7 @@ func (c Config) WithDefaults(name string) Config {
 	for _, l := range []struct{ dst, src *[]string }{
 		{&c.InboundPorts, &d.InboundPorts}, {&c.IgnoreInbound, &d.IgnoreInbound},
 		{&c.IgnoreOutbound, &d.IgnoreOutbound}, {&c.IncludeOutbound, &d.IncludeOutbound},
-		{&c.SkipSubnets, &d.SkipSubnets}, {&c.IncludeSubnets, &d.IncludeSubnets},
+		{&c.SkipSubnets, &d.SkipSubnets}, {&c.SkipOutboundSubnets, &d.SkipOutboundSubnets}, {&c.IncludeSubnets, &d.IncludeSubnets},
 		{&c.ExcludeIfaces, &d.ExcludeIfaces},
 	} {
 		if *l.dst == nil {
@@ -255,6 +255,9 @@ func (c Config) base(name string) (rules.Spec, error) {
 	if s.SkipSubnets, err = ParseCIDRs(strings.Join(c.SkipSubnets, ",")); err != nil {
 		return s, field("skipSubnets", err)
 	}
+	if s.SkipOutboundSubnets, err = ParseCIDRs(strings.Join(c.SkipOutboundSubnets, ",")); err != nil {
+		return s, field("skipOutboundSubnets", err)
+	}
 	if c.IncludeSubnets != nil {
 		if s.IncludeSubnets, err = parseStarCIDRs(strings.Join(c.IncludeSubnets, ",")); err != nil {
 			return s, field("includeSubnets", err)
@@ -267,7 +270,7 @@ func (c Config) base(name string) (rules.Spec, error) {
 	// nil (every) from empty (none).
 	s.IgnoreInbound, s.IgnoreOutbound = nilIfEmpty(s.IgnoreInbound), nilIfEmpty(s.IgnoreOutbound)
 	s.IncludeOutbound, s.SkipSubnets = nilIfEmpty(s.IncludeOutbound), nilIfEmpty(s.SkipSubnets)
-	s.ExcludeIfaces = nilIfEmpty(s.ExcludeIfaces)
+	s.ExcludeIfaces, s.SkipOutboundSubnets = nilIfEmpty(s.ExcludeIfaces), nilIfEmpty(s.SkipOutboundSubnets)
 	s.CaptureDNS = c.CaptureDNS != nil && *c.CaptureDNS
 	s.LoopbackToInbound = c.LoopbackToInbound != nil && *c.LoopbackToInbound
 	return s, nil

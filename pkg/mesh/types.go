@@ -30,13 +30,17 @@ type Config struct {
 	IgnoreInbound    []string `json:"ignoreInboundPorts,omitzero"`
 	IgnoreOutbound   []string `json:"ignoreOutboundPorts,omitzero"`
 	IncludeOutbound  []string `json:"includeOutboundPorts,omitzero"`
-	SkipSubnets      []string `json:"skipSubnets,omitzero"`
-	IncludeSubnets   []string `json:"includeSubnets,omitzero"`
-	ExcludeIfaces    []string `json:"excludeInterfaces,omitzero"`
-	InterceptionMode string   `json:"interceptionMode,omitempty"` // REDIRECT or TPROXY
-	CaptureDNS       *bool    `json:"captureDNS,omitempty"`
+	SkipSubnets      []string `json:"skipSubnets,omitzero"` // inbound sources, as Linkerd's skip-subnets
+	// SkipOutboundSubnets: outbound destinations never redirected. A
+	// mesh's own per-pod exclusion (Istio excludeOutboundIPRanges, Kuma,
+	// Consul) replaces it.
+	SkipOutboundSubnets []string `json:"skipOutboundSubnets,omitzero"`
+	IncludeSubnets      []string `json:"includeSubnets,omitzero"`
+	ExcludeIfaces       []string `json:"excludeInterfaces,omitzero"`
+	InterceptionMode    string   `json:"interceptionMode,omitempty"` // REDIRECT or TPROXY
+	CaptureDNS          *bool    `json:"captureDNS,omitempty"`
 	// LoopbackToInbound sends the proxy's own connections to a local,
-	// non-loopback address through the inbound redirect (istio: true).
+	// non-loopback address to the inbound port (istio, kuma: true).
 	LoopbackToInbound *bool `json:"proxyLoopbackToInbound,omitempty"`
 	// TrustAnnotations lets annotations alone mark a pod meshed where the
 	// mesh's contract is really the pod spec (linkerd: linkerd.io/proxy-version

@@ -22,6 +22,7 @@ const (
 	ChainTProxyOutput         = "MESH_TPROXY_OUTPUT"
 	ChainTProxy               = "MESH_TPROXY"
 	ChainDivert               = "MESH_DIVERT"
+	ChainProxySelf            = "MESH_PROXY_SELF"
 	commentPrefix             = "mesh-cni/"
 	fullMask           uint32 = 0xffffffff
 )
@@ -45,6 +46,9 @@ func Generate(spec Spec) RuleSet {
 		rs.PolicyRoutes = []PolicyRoute{{Mark: TProxyMark, Table: RouteTable}}
 	} else {
 		nat.Chains = append(nat.Chains, inRedirectChain(s), inboundChain(s))
+	}
+	if s.LoopbackToInbound {
+		nat.Chains = append(nat.Chains, proxySelfChain(s))
 	}
 	nat.Chains = append(nat.Chains, outputChain(s))
 	rs.Tables = append(rs.Tables, nat)
@@ -162,18 +166,48 @@ func proxyRules(s Spec, base Rule) []Rule {
 	return out
 }
 
+// proxySelfChain is the proxy's path to its own pod IP. Istio
+// (tools/istio-iptables/pkg/capture/run.go Run: the outbound port
+// exclusions come first, then "-o lo ! -d 127.0.0.1/32 ... ! --dport
+// 15008 --uid-owner 1337 -j ISTIO_IN_REDIRECT", a chain with only the
+// REDIRECT) and Kuma (pkg/transparentproxy/iptables/builder/
+// builder_table_nat.go buildMeshOutbound: exclude-outbound-ports, then the
+// jump to MESH_INBOUND_REDIRECT) ignore the inbound port rules here: the
+// outbound-excluded ports, the tunnel port and, when TCP DNS is captured,
+// port 53 go direct; every other port goes to the inbound port, even for a
+// gateway or a narrow inbound port list. A RETURN here goes back to
+// MESH_OUTPUT, where the proxy's own RETURN follows.
+func proxySelfChain(s Spec) Chain {
+	c := Chain{Name: ChainProxySelf}
+	ret := Verdict{Kind: Return}
+	direct := slices.Clone(s.IgnoreOutbound)
+	if s.TunnelPort != 0 {
+		direct = append(direct, PortRange{s.TunnelPort, s.TunnelPort})
+	}
+	if s.CaptureDNS && !s.DNSUDPOnly {
+		direct = append(direct, PortRange{DNSPort, DNSPort})
+	}
+	if direct = mergePorts(direct); len(direct) > 0 {
+		c.Rules = append(c.Rules, Rule{Proto: TCP, DPorts: direct, Verdict: ret, Comment: cm("proxy-to-self-direct")})
+	}
+	c.Rules = append(c.Rules, Rule{Proto: TCP, Verdict: Verdict{Kind: RedirectTo, Port: s.InboundPort}, Comment: cm("proxy-to-self-redirect")})
+	return c
+}
+
 func outputChain(s Spec) Chain {
 	c := Chain{Name: ChainOutput, Hook: Output}
 	ret := Verdict{Kind: Return}
 	c.Rules = append(c.Rules, excludeIfaceRules(s, false)...)
 	if s.LoopbackToInbound {
 		c.Rules = append(c.Rules, Rule{OutIface: "lo", Src: passthroughSources, Verdict: ret, Comment: cm("inbound-passthrough")})
-		if s.Mode != TProxy {
-			// The proxy calling its own pod (a Service VIP that resolved to
-			// itself) gets the inbound treatment, as Istio does.
-			c.Rules = append(c.Rules, proxyRules(s, Rule{Proto: TCP, OutIface: "lo", Dst: loopbackHosts, NotDst: true,
-				Verdict: Verdict{Kind: Jump, Chain: ChainInRedirect}, Comment: cm("proxy-to-self")})...)
-		}
+		// The proxy calling its own pod (a Service VIP that resolved to
+		// itself) gets the inbound treatment, in both modes, as Istio and
+		// Kuma do. By UID only: Kuma has no GID rule, and Istio's GID rule
+		// comes after "-o lo ! --uid-owner <proxy> -j RETURN", so only the
+		// proxy's UID ever reaches it (a root proxy of group 1337 goes
+		// direct in nat; in TPROXY mode its mark 1338 still applies).
+		c.Rules = append(c.Rules, Rule{Proto: TCP, OutIface: "lo", Dst: loopbackHosts, NotDst: true, UID: ptr(s.ProxyUID),
+			Verdict: Verdict{Kind: Jump, Chain: ChainProxySelf}, Comment: cm("proxy-to-self")})
 	}
 	c.Rules = append(c.Rules, proxyRules(s, Rule{Verdict: ret, Comment: cm("proxy")})...)
 	if s.ExemptDNS {
@@ -187,8 +221,9 @@ func outputChain(s Spec) Chain {
 	if len(s.IgnoreOutbound) > 0 {
 		c.Rules = append(c.Rules, Rule{Proto: TCP, DPorts: s.IgnoreOutbound, Verdict: ret, Comment: cm("outbound-ignore-ports")})
 	}
-	if skip := mergePrefixes(append(slices.Clone(s.SkipSubnets), s.SkipOutboundSubnets...)); len(skip) > 0 {
-		c.Rules = append(c.Rules, Rule{Dst: skip, Verdict: ret, Comment: cm("skip-subnets")})
+	// SkipSubnets is Linkerd's skip-subnets: inbound sources only.
+	if len(s.SkipOutboundSubnets) > 0 {
+		c.Rules = append(c.Rules, Rule{Dst: s.SkipOutboundSubnets, Verdict: ret, Comment: cm("skip-subnets")})
 	}
 	redirect := Verdict{Kind: RedirectTo, Port: s.OutboundPort}
 	if s.IncludeSubnets == nil {
@@ -237,8 +272,11 @@ func tproxyChains(s Spec) []Chain {
 	} else {
 		in.Rules = append(in.Rules, Rule{Proto: TCP, InIface: "lo", Verdict: ret, Comment: cm("loopback")})
 	}
-	if ign := inboundIgnore(s); len(ign) > 0 {
-		in.Rules = append(in.Rules, Rule{Proto: TCP, DPorts: ign, Verdict: ret, Comment: cm("inbound-ignore-ports")})
+	// Not the tunnel port: Istio exempts it in its nat chain only
+	// (run.go Run, "ISTIO_INBOUND nat ... --dport 15008 -j RETURN"), so in
+	// TPROXY mode inbound 15008 is tproxied to the inbound port.
+	if len(s.IgnoreInbound) > 0 {
+		in.Rules = append(in.Rules, Rule{Proto: TCP, DPorts: s.IgnoreInbound, Verdict: ret, Comment: cm("inbound-ignore-ports")})
 	}
 	in.Rules = append(in.Rules, skipSourceRules(s)...)
 	in.Rules = append(in.Rules, Rule{Proto: TCP, CtState: []string{"RELATED", "ESTABLISHED"},

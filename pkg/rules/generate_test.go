@@ -101,9 +101,15 @@ func TestOutputOrder(t *testing.T) {
 			}
 		}
 	}
-	want := []string{"inbound-passthrough", "proxy-to-self", "proxy-to-self-gid", "proxy", "proxy-gid", "dns", "dns", "loopback", "outbound-ignore-ports", "outbound-redirect"}
+	want := []string{"inbound-passthrough", "proxy-to-self", "proxy", "proxy-gid", "dns", "dns", "loopback", "outbound-ignore-ports", "outbound-redirect"}
 	if !reflect.DeepEqual(order, want) {
 		t.Errorf("MESH_OUTPUT order = %v, want %v", order, want)
+	}
+	// The proxy's path to its own pod: outbound-excluded, tunnel and TCP
+	// DNS ports go direct, every other port to the inbound port.
+	self := proxySelfChain(normalize(s)).Rules
+	if len(self) != 2 || !reflect.DeepEqual(self[0].DPorts, ports("53", "9999", "15008")) || self[1].Verdict != (Verdict{Kind: RedirectTo, Port: 15006}) {
+		t.Errorf("MESH_PROXY_SELF = %+v", self)
 	}
 }
 

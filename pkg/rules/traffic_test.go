@@ -197,6 +197,7 @@ type topology struct {
 
 const (
 	podIP4, peerIP4, peerSkip4 = "10.77.0.1", "10.77.0.2", "10.77.0.3"
+	peerSkipOut                = "10.77.0.4" // an outbound-only skip
 	podIP6, peerIP6            = "fd77::1", "fd77::2"
 	appUID, proxyUID           = 1000, 2102
 )
@@ -213,6 +214,7 @@ func newTopology(t *testing.T, name string) topology {
 		{"ip", "-n", tp.pod, "addr", "add", podIP6 + "/64", "dev", "eth0", "nodad"},
 		{"ip", "-n", tp.peer, "addr", "add", peerIP4 + "/24", "dev", "eth0"},
 		{"ip", "-n", tp.peer, "addr", "add", peerSkip4 + "/24", "dev", "eth0"},
+		{"ip", "-n", tp.peer, "addr", "add", peerSkipOut + "/24", "dev", "eth0"},
 		{"ip", "-n", tp.peer, "addr", "add", peerIP6 + "/64", "dev", "eth0", "nodad"},
 		{"ip", "-n", tp.pod, "link", "set", "eth0", "up"},
 		{"ip", "-n", tp.peer, "link", "set", "eth0", "up"},
@@ -311,6 +313,7 @@ func TestTrafficRedirect(t *testing.T) {
 	spec.IgnoreInbound = append(spec.IgnoreInbound, ports("9000")...)
 	spec.IgnoreOutbound = ports("9999")
 	spec.SkipSubnets = pfx(peerSkip4 + "/32")
+	spec.SkipOutboundSubnets = pfx(peerSkipOut + "/32")
 	for _, renderer := range []string{"nft", "iptables"} {
 		t.Run(renderer, func(t *testing.T) {
 			tp := newTopology(t, "r"+renderer[:1])
@@ -322,7 +325,10 @@ func TestTrafficRedirect(t *testing.T) {
 				{"app outbound v4 lands at the proxy", false, appUID, "tcp", peerIP4 + ":80", "orig=" + peerIP4 + ":80", ""},
 				{"app outbound v6 lands at the proxy", false, appUID, "tcp6", "[" + peerIP6 + "]:80", "orig=[" + peerIP6 + "]:80", ""},
 				{"outbound skip port", false, appUID, "tcp", peerIP4 + ":9999", "peer", ""},
-				{"outbound skip subnet", false, appUID, "tcp", peerSkip4 + ":80", "peer", ""},
+				// Linkerd's skip-subnets skips inbound sources only: the app's
+				// connection to a skipped subnet still goes to the proxy.
+				{"outbound to a skipped inbound source lands at the proxy", false, appUID, "tcp", peerSkip4 + ":80", "orig=" + peerSkip4 + ":80", ""},
+				{"outbound skip subnet", false, appUID, "tcp", peerSkipOut + ":80", "peer", ""},
 				{"proxy's own traffic does not loop", false, proxyUID, "tcp", peerIP4 + ":80", "peer", ""},
 				{"proxy's own traffic does not loop v6", false, proxyUID, "tcp6", "[" + peerIP6 + "]:80", "peer", ""},
 				{"inbound v4 lands at the inbound port", true, 0, "tcp", podIP4 + ":8080", "local=" + podIP4 + ":4143 orig=" + podIP4 + ":8080", ""},
@@ -348,6 +354,7 @@ func TestTrafficIstio(t *testing.T) {
 			t.Run(string(mode)+"/"+renderer, func(t *testing.T) {
 				spec := istioSpec(dual)
 				spec.Mode, spec.CaptureDNS = mode, true
+				spec.IgnoreOutbound = ports("5432")
 				tp := newTopology(t, strings.ToLower(string(mode[:1]))+renderer[:1])
 				tp.apply(t, Generate(spec), renderer)
 				transparent := mode == TProxy
@@ -356,7 +363,7 @@ func TestTrafficIstio(t *testing.T) {
 				// socket on a wildcard address would answer from the pod IP,
 				// which conntrack cannot match to the redirected query.
 				listen(t, tp.pod, istioUID, false, "dns", "udp4:127.0.0.1:15053", "udp6:[::1]:15053")
-				listen(t, tp.pod, appUID, false, "app", "tcp:[::]:15008", "tcp:[::]:15021")
+				listen(t, tp.pod, appUID, false, "app", "tcp:[::]:15008", "tcp:[::]:15021", "tcp:[::]:5432", "tcp:[::]:53")
 				listen(t, tp.peer, 0, false, "peer", "tcp:[::]:80", "udp:[::]:53")
 				inbound := "orig=" + podIP4 + ":8080" // REDIRECT: SO_ORIGINAL_DST
 				inbound6 := "orig=[" + podIP6 + "]:8080"
@@ -373,12 +380,60 @@ func TestTrafficIstio(t *testing.T) {
 					{"proxy's own traffic does not loop", false, istioUID, "tcp", peerIP4 + ":80", "peer", ""},
 					{"inbound lands at the inbound port", true, 0, "tcp", podIP4 + ":8080", inbound, ""},
 					{"inbound v6 lands at the inbound port", true, 0, "tcp6", "[" + podIP6 + "]:8080", inbound6, ""},
-					{"tunnel port is not redirected", true, 0, "tcp", podIP4 + ":15008", "app", ""},
 					{"excluded inbound port is not redirected", true, 0, "tcp", podIP4 + ":15021", "app", ""},
 					{"proxy to its own pod goes inbound", false, istioUID, "tcp", podIP4 + ":8080", "local=", ""},
-					{"proxy to its own pod, tunnel port, stays local", false, istioUID, "tcp", podIP4 + ":15008", "app", ""},
+					// Istio's loopback rule skips the inbound port exclusions.
+					{"proxy to its own pod, excluded inbound port, goes inbound", false, istioUID, "tcp", podIP4 + ":15021", "proxy local=", ""},
+					{"proxy to its own pod v6, excluded inbound port, goes inbound", false, istioUID, "tcp6", "[" + podIP6 + "]:15021", "proxy local=", ""},
+					{"app to its own pod, excluded outbound port, stays local", false, appUID, "tcp", podIP4 + ":5432", "app", ""},
+				})
+				// The ports Istio's loopback rule leaves out (outbound
+				// excluded, tunnel, TCP DNS) go direct in REDIRECT mode. In
+				// TPROXY mode the tunnel port is exempt in nat only, so
+				// they reach the mangle chain and are tproxied like any
+				// inbound connection.
+				direct := map[Mode]string{Redirect: "app", TProxy: "proxy local="}[mode]
+				checkProbes(t, tp, []probe{
+					{"tunnel port", true, 0, "tcp", podIP4 + ":15008", direct, ""},
+					{"proxy to its own pod, tunnel port", false, istioUID, "tcp", podIP4 + ":15008", direct, ""},
+					{"proxy to its own pod, excluded outbound port", false, istioUID, "tcp", podIP4 + ":5432", direct, ""},
+					{"proxy to its own pod v6, excluded outbound port", false, istioUID, "tcp6", "[" + podIP6 + "]:5432", direct, ""},
+					{"proxy to its own pod, TCP DNS", false, istioUID, "tcp", podIP4 + ":53", direct, ""},
 				})
 			})
 		}
+	}
+}
+
+// TestTrafficKumaProxySelf: Kuma's proxy calling its own pod IP
+// (pkg/transparentproxy/iptables/builder/builder_table_nat.go
+// buildMeshOutbound at v2.14.3): the outbound port exclusions apply first,
+// then every other TCP port goes to the inbound port, whatever the inbound
+// port lists say; TCP DNS is not exempt (Kuma captures UDP only).
+func TestTrafficKumaProxySelf(t *testing.T) {
+	needTrafficTools(t)
+	const kumaUID = 5678
+	spec := Spec{Mesh: "kuma", Families: dual, ProxyUID: kumaUID, ProxyGID: u32(kumaUID), InboundPort: 15006, OutboundPort: 15001,
+		Mode: Redirect, InboundPorts: ports("8080", "5432"), IgnoreInbound: ports("9901", "8443"), IgnoreOutbound: ports("9901", "5432"),
+		LoopbackToInbound: true, CaptureDNS: true, DNSPort: 15053, DNSUDPOnly: true, ExemptDNS: true}
+	for _, renderer := range []string{"nft", "iptables"} {
+		t.Run(renderer, func(t *testing.T) {
+			tp := newTopology(t, "k"+renderer[:1])
+			tp.apply(t, Generate(spec), renderer)
+			listen(t, tp.pod, kumaUID, false, "proxy", "tcp:[::]:15001", "tcp:[::]:15006")
+			listen(t, tp.pod, appUID, false, "app", "tcp:[::]:5432", "tcp:[::]:8443", "tcp:[::]:9090", "tcp:[::]:9901", "tcp:[::]:53")
+			checkProbes(t, tp, []probe{
+				{"inbound excluded port reaches the app", true, 0, "tcp", podIP4 + ":8443", "app", ""},
+				{"inbound port not in the list reaches the app", true, 0, "tcp", podIP4 + ":9090", "app", ""},
+				{"proxy to its own pod, excluded outbound port", false, kumaUID, "tcp", podIP4 + ":5432", "app", ""},
+				{"proxy to its own pod v6, excluded outbound port", false, kumaUID, "tcp6", "[" + podIP6 + "]:5432", "app", ""},
+				{"proxy to its own pod, admin port", false, kumaUID, "tcp", podIP4 + ":9901", "app", ""},
+				{"proxy to its own pod, excluded inbound port", false, kumaUID, "tcp", podIP4 + ":8443", "proxy local=", ""},
+				{"proxy to its own pod, port outside the inbound list", false, kumaUID, "tcp", podIP4 + ":9090", "proxy local=", ""},
+				{"proxy to its own pod v6, port outside the inbound list", false, kumaUID, "tcp6", "[" + podIP6 + "]:9090", "proxy local=", ""},
+				{"proxy to its own pod, TCP DNS", false, kumaUID, "tcp", podIP4 + ":53", "proxy local=", ""},
+				{"app to its own pod stays local", false, appUID, "tcp", podIP4 + ":9090", "app", ""},
+			})
+		})
 	}
 }

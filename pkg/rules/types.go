@@ -2,16 +2,16 @@
 //   - Rule.CtMark matches the conntrack mark (iptables "-m connmark --mark",
 //     nft "ct mark"); TPROXY needs it to restore the mark on replies only.
 //   - Spec.SkipOutboundSubnets skips destinations only (istio
-//     excludeOutboundIPRanges); Spec.SkipSubnets skips both ways (inbound by
-//     source, outbound by destination).
+//     excludeOutboundIPRanges); Spec.SkipSubnets skips inbound connections
+//     by source only, as Linkerd's skip-subnets does.
 //   - Spec.IncludeOutbound and Spec.IncludeSubnets combine with OR, as Istio's
 //     includeOutboundPorts/includeOutboundIPRanges do: a connection is
 //     redirected outbound when its destination is in IncludeSubnets (nil:
 //     every destination) or its port is in IncludeOutbound. An empty,
 //     non-nil InboundPorts redirects no inbound port.
 //   - Spec.LoopbackToInbound sends the proxy's own connections to a local,
-//     non-loopback address through the inbound redirect (istio's
-//     "VIP to self" rule).
+//     non-loopback address to the inbound port, save the outbound-excluded
+//     and tunnel ports (istio's "VIP to self" rule; chain MESH_PROXY_SELF).
 //   - Layout the backends share (see README.md): nft is one "table inet
 //     mesh_cni" holding every chain of every Table; a hooked chain is a base
 //     chain: nat PREROUTING/OUTPUT "type nat priority -100", mangle
@@ -78,7 +78,7 @@ type Spec struct {
 	IncludeOutbound []PortRange // nil: every port
 	IgnoreOutbound  []PortRange
 	IncludeSubnets  []netip.Prefix // nil: every destination
-	SkipSubnets     []netip.Prefix
+	SkipSubnets     []netip.Prefix // inbound sources only (Linkerd's skip-subnets)
 	ExcludeIfaces   []string
 
 	SkipOutboundSubnets []netip.Prefix // destinations only

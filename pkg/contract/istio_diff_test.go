@@ -1,0 +1,378 @@
+package contract
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/containernetworking/cni/libcni"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/mesh-cni/mesh-cni/pkg/testenv"
+)
+
+// deliberate lists where mesh-cni differs from istio-cni on purpose, by
+// pod and probe ("ADD" for the setup itself), with the reason. A
+// difference not listed fails the test.
+var deliberate = map[[2]string]string{
+	{"edge-interception-none", "ADD"}: "istio-cni fails ADD on interceptionMode NONE (its NewRedirect accepts REDIRECT and TPROXY only); mesh-cni leaves the pod unredirected, which is what NONE asks for (pkg/mesh/README.md)",
+}
+
+// diffPod is one pod of the comparison.
+type diffPod struct {
+	name string
+	pod  *corev1.Pod
+	img  map[string]Image
+}
+
+// diffPods are the injector's goldens and hand-made edge cases derived
+// from them: what the goldens do not cover.
+func diffPods(t *testing.T, files []string) []diffPod {
+	t.Helper()
+	var out []diffPod
+	load := func(f string) diffPod {
+		kp, img, err := loadFixture(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return diffPod{strings.TrimSuffix(filepath.Base(f), ".yaml"), kp, img}
+	}
+	for _, f := range files {
+		out = append(out, load(f))
+	}
+	edge := func(base, name string, ann map[string]string, env map[string]string) {
+		d := load("testdata/istio/" + base + ".yaml")
+		d.name, d.pod.Name = name, name
+		for k, v := range ann {
+			d.pod.Annotations[k] = v
+		}
+		for i, c := range d.pod.Spec.Containers {
+			if c.Name != "istio-proxy" {
+				continue
+			}
+			for k, v := range env {
+				d.pod.Spec.Containers[i].Env = append(d.pod.Spec.Containers[i].Env, corev1.EnvVar{Name: k, Value: v})
+			}
+		}
+		out = append(out, d)
+	}
+	const ann = "traffic.sidecar.istio.io/"
+	edge("default", "edge-include-ports-no-ranges", map[string]string{ann + "includeOutboundIPRanges": "", ann + "includeOutboundPorts": "5432"}, nil)
+	edge("default", "edge-narrow-ranges", map[string]string{ann + "includeOutboundIPRanges": "198.19.7.0/24", ann + "excludeOutboundPorts": "5432"}, nil)
+	edge("default", "edge-inbound-excludes", map[string]string{ann + "excludeInboundPorts": "15020,8080,9090"}, nil)
+	edge("default", "edge-narrow-inbound", map[string]string{ann + "includeInboundPorts": "9090", ann + "excludeOutboundPorts": "5432,15020"}, nil)
+	edge("default", "edge-interception-none", map[string]string{"sidecar.istio.io/interceptionMode": "NONE"}, nil)
+	edge("default", "edge-dual-stack", map[string]string{ann + "excludeOutboundPorts": "5432"}, map[string]string{"ISTIO_DUAL_STACK": "true"})
+	edge("dns-capture", "edge-dual-stack-dns", nil, map[string]string{"ISTIO_DUAL_STACK": "true"})
+	edge("tproxy", "edge-tproxy-dns", map[string]string{ann + "excludeOutboundPorts": "5432"}, map[string]string{"ISTIO_META_DNS_CAPTURE": "true"})
+	return out
+}
+
+// TestIstioDifferential sets every Istio fixture pod up twice in fresh
+// network namespaces: once with Istio's own plugin (istio-cni, built from
+// the module hack/istio pins, reading the pod from a real kube-apiserver),
+// once with mesh-cni (each backend), and compares where each probe lands:
+// outbound TCP and UDP DNS from every app identity, the proxy's and root's,
+// to the peer, its excluded and included ports and ranges, loopback and
+// the pod's own address; inbound from the peer to the app, excluded and
+// the proxy's ports. IPv4 only: istio-cni programs IPv6 only with
+// ISTIO_DUAL_STACK, which mesh-cni does not need (docs/istio.md).
+func TestIstioDifferential(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root for network namespaces")
+	}
+	files, err := filepath.Glob("testdata/istio/*.yaml")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no fixtures: %v", err)
+	}
+	istioDir := istioCNIDir(t)
+	env := testenv.Start(t)
+	plugins := testenv.PluginDir(t)
+	testenv.TestProxy(t)
+	runDir := t.TempDir()
+	if err := os.Symlink(env.Kubeconfig, filepath.Join(runDir, "istio-cni-kubeconfig")); err != nil {
+		t.Fatal(err)
+	}
+	var report []string
+	total, same := 0, 0
+	pods := diffPods(t, files)
+	kinds := map[string]int{} // istio-cni's landings, by where
+	differ := func(name, probe, line string) {
+		if why, ok := deliberate[[2]string{name, probe}]; ok {
+			report = append(report, line+" (deliberate: "+why+")")
+			return
+		}
+		report = append(report, line)
+		t.Errorf("%s", line)
+	}
+	for _, d := range pods {
+		name, kp := d.name, d.pod
+		w, err := promised(kp, d.img)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if w.refused != "" {
+			report = append(report, fmt.Sprintf("%s: not compared: mesh-cni refuses ADD (container %s pinned to the proxy's UID), istio-cni does not", name, w.refused))
+			continue
+		}
+		createPod(t, env, kp)
+		dual := proxyEnv(kp, "ISTIO_DUAL_STACK") == "true"
+		istio, ierr := landings(t, w, dual, func(tp *testenv.Topo) error {
+			return istioAdd(tp, kp, istioDir, runDir)
+		})
+		for _, bname := range backends {
+			ours, err := landings(t, w, dual, func(tp *testenv.Topo) error {
+				return meshAdd(t, tp, kp, plugins, bname)
+			})
+			if ierr != nil || err != nil {
+				total++
+				differ(name, "ADD", fmt.Sprintf("%s/%s: ADD: istio-cni %v, mesh-cni %v", name, bname, errOr(ierr), errOr(err)))
+				continue
+			}
+			for _, k := range sortedKeys(istio) {
+				total++
+				kinds[where(istio[k])]++
+				if istio[k] == ours[k] {
+					same++
+					continue
+				}
+				differ(name, k, fmt.Sprintf("%s/%s: %s: istio-cni %s, mesh-cni %s", name, bname, k, istio[k], ours[k]))
+			}
+		}
+	}
+	var seen []string
+	for _, k := range []string{"proxy:15001", "proxy:15006", "proxy:15053", "app:*", "peer:*", "no answer:*"} {
+		seen = append(seen, fmt.Sprintf("%s %d", k, kinds[k]))
+		if kinds[k] == 0 && k != "no answer:*" {
+			t.Errorf("no probe landed at %s: the comparison does not see it", k)
+		}
+	}
+	t.Logf("istio-cni vs mesh-cni (nftables, iptables-nft): %d pods, %d landings compared, %d the same; istio-cni's landings: %s\n%s",
+		len(pods), total, same, strings.Join(seen, ", "), strings.Join(report, "\n"))
+}
+
+// istioCNIDir is $MESH_CNI_ISTIO_BIN_DIR, else where hack/build-istio.sh
+// builds (or finds cached) istio-cni.
+func istioCNIDir(t *testing.T) string {
+	t.Helper()
+	if dir := os.Getenv("MESH_CNI_ISTIO_BIN_DIR"); dir != "" {
+		return dir
+	}
+	var out bytes.Buffer
+	cmd := exec.Command("bash", "../../hack/build-istio.sh", "istio-cni")
+	cmd.Stdout, cmd.Stderr = &out, os.Stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("hack/build-istio.sh istio-cni: %v", err)
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	return lines[len(lines)-1]
+}
+
+// createPod puts the fixture pod (and its namespace) in the API server,
+// where istio-cni reads it.
+func createPod(t *testing.T, env *testenv.Env, kp *corev1.Pod) {
+	t.Helper()
+	ctx := context.Background()
+	_, err := env.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: kp.Namespace}}, metav1.CreateOptions{})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	if _, err := env.Client.CoreV1().ServiceAccounts(kp.Namespace).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default"}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	p := kp.DeepCopy()
+	p.ResourceVersion, p.UID = "", ""
+	_ = env.Client.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: new(int64)})
+	if _, err := env.Client.CoreV1().Pods(p.Namespace).Create(ctx, p, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("create pod %s/%s: %v", p.Namespace, p.Name, err)
+	}
+}
+
+func diffRuntime(tp *testenv.Topo, kp *corev1.Pod) *libcni.RuntimeConf {
+	return &libcni.RuntimeConf{
+		ContainerID: "d1ff" + strings.ReplaceAll(kp.Name, "-", ""),
+		NetNS:       tp.Pod.Path(),
+		IfName:      "eth0",
+		Args: [][2]string{{"IgnoreUnknown", "1"}, {"K8S_POD_NAMESPACE", kp.Namespace}, {"K8S_POD_NAME", kp.Name},
+			{"K8S_POD_INFRA_CONTAINER_ID", "d1ff"}, {"K8S_POD_UID", kp.Name + "-uid"}},
+		CapabilityArgs: map[string]any{"io.kubernetes.cri.pod-annotations": kp.Annotations},
+	}
+}
+
+// istioAdd runs istio-cni's ADD as Istio's installer chains it for
+// sidecar mode (cni/pkg/install/cniconfig.go), iptables mode.
+func istioAdd(tp *testenv.Topo, kp *corev1.Pod, dir, runDir string) error {
+	c := map[string]any{
+		"cniVersion": "1.0.0", "name": "diff", "type": "istio-cni",
+		"plugin_log_level": "error", "cni_agent_run_dir": runDir, "ambient_enabled": false,
+		"enablement_selectors": []any{}, "exclude_namespaces": []string{"kube-system"},
+		"pod_namespace": "istio-system", "native_nftables": false,
+		"prevResult": diffPrevResult(tp),
+	}
+	b, _ := json.Marshal(c)
+	conf, err := libcni.NetworkPluginConfFromBytes(b)
+	if err != nil {
+		return err
+	}
+	cni := libcni.NewCNIConfigWithCacheDir([]string{dir}, tp.Dir(), nil)
+	ctx, cancel := context.WithTimeout(context.Background(), testenv.Timeout())
+	defer cancel()
+	_, err = cni.AddNetwork(ctx, conf, diffRuntime(tp, kp))
+	return err
+}
+
+// meshAdd runs mesh-cni's ADD with backend bname, the pod from the agent.
+func meshAdd(t *testing.T, tp *testenv.Topo, kp *corev1.Pod, plugins, bname string) error {
+	conf := pluginConf(t, tp, bname, serveAgent(t, kp), false)
+	cni := libcni.NewCNIConfigWithCacheDir([]string{plugins}, t.TempDir(), nil)
+	ctx, cancel := context.WithTimeout(context.Background(), testenv.Timeout())
+	defer cancel()
+	_, err := cni.AddNetwork(ctx, conf, diffRuntime(tp, kp))
+	return err
+}
+
+func errOr(err error) string {
+	if err == nil {
+		return "succeeds"
+	}
+	return "fails: " + err.Error()
+}
+
+func proxyEnv(kp *corev1.Pod, name string) string {
+	for _, c := range kp.Spec.Containers {
+		if c.Name == "istio-proxy" {
+			for _, e := range c.Env {
+				if e.Name == name {
+					return e.Value
+				}
+			}
+		}
+	}
+	return ""
+}
+
+func diffPrevResult(tp *testenv.Topo) map[string]any {
+	return map[string]any{
+		"cniVersion": "1.0.0",
+		"interfaces": []any{map[string]any{"name": "eth0", "sandbox": tp.Pod.Path()}},
+		"ips": []any{
+			map[string]any{"address": testenv.PodV4 + "/24", "gateway": testenv.PeerV4, "interface": 0},
+			map[string]any{"address": testenv.PodV6 + "/64", "gateway": testenv.PeerV6, "interface": 0},
+		},
+	}
+}
+
+// Ports every pod's app serves besides appPort: Istio's own (tunnel,
+// status, health, stats) and some no rule names.
+var extraPodPorts = []int{15008, 15020, 15021, 15090, 5432, 9090}
+
+// landings sets a fresh topology up with add and returns, per probe,
+// where it landed ("proxy:15001", "app:8080", "peer:8080", "no answer").
+// IPv6 is probed only for a dual-stack pod.
+func landings(t *testing.T, w *promise, dual bool, add func(*testenv.Topo) error) (map[string]string, error) {
+	t.Helper()
+	tp := testenv.NewTopo(t)
+	podPorts := slices.Concat([]int{appPort, 53}, extraPodPorts, w.inExclude, w.inPorts, w.excludePorts)
+	podPorts = slices.DeleteFunc(uniq(podPorts), func(p int) bool {
+		return p == w.outboundPort || p == w.inboundPort || p == w.dnsPort
+	})
+	peerPorts := uniq(slices.Concat([]int{appPort, 5432}, w.excludePorts, w.includePorts))
+	var remote []netip.Addr
+	for _, r := range slices.Concat(w.excludeRanges, w.includeIn) {
+		if a := host(r); a.Is4() || dual {
+			tp.PeerAddress(t, a)
+			remote = append(remote, a)
+		}
+	}
+	tp.Serve(t, tp.Peer, nil, "-name", "peer", "-ports", join(peerPorts), "-dns", "53")
+	tp.Serve(t, tp.Pod, nil, "-name", "app", "-ports", join(podPorts))
+	args := []string{"-name", "proxy", "-outbound", fmt.Sprint(w.outboundPort), "-inbound", fmt.Sprint(w.inboundPort), "-dns", fmt.Sprint(w.dnsPort)}
+	if w.tproxy {
+		args = append(args, "-tproxy")
+	}
+	tp.Serve(t, tp.Pod, cred(w.proxy.id), args...)
+	if err := add(tp); err != nil {
+		return nil, err
+	}
+
+	type fam struct{ pod, peer, lo string }
+	fams := []fam{{testenv.PodV4, testenv.PeerV4, "127.0.0.1"}}
+	if dual {
+		fams = append(fams, fam{testenv.PodV6, testenv.PeerV6, "::1"})
+	}
+	out := map[string]string{}
+	land := func(key string, r testenv.Record, err error) {
+		if err != nil {
+			out[key] = "no answer"
+			return
+		}
+		out[key] = fmt.Sprintf("%s:%d", r.Name, r.Port)
+	}
+	ids := []member{w.proxy, {name: "root", id: Process{}}}
+	ids = append(ids, w.apps...)
+	for _, m := range ids {
+		c := cred(m.id)
+		if m.name == "root" {
+			c = nil
+		}
+		dst := func(host string, ports []int) {
+			for _, p := range ports {
+				r, err := tp.Connect(tp.Pod, c, false, host, p)
+				land(fmt.Sprintf("%s tcp %s", m.name, net.JoinHostPort(host, fmt.Sprint(p))), r, err)
+			}
+		}
+		for _, f := range fams {
+			dst(f.peer, peerPorts)
+			dst(f.pod, podPorts)
+			dst(f.lo, podPorts)
+			r, err := tp.Connect(tp.Pod, c, true, f.peer, 53)
+			land(fmt.Sprintf("%s udp %s", m.name, net.JoinHostPort(f.peer, "53")), r, err)
+		}
+		for _, a := range remote {
+			dst(a.String(), []int{appPort})
+		}
+	}
+	for _, f := range fams {
+		for _, p := range podPorts {
+			r, err := tp.Connect(tp.Peer, nil, false, f.pod, p)
+			land(fmt.Sprintf("peer tcp %s", net.JoinHostPort(f.pod, fmt.Sprint(p))), r, err)
+		}
+	}
+	return out, nil
+}
+
+func uniq(in []int) []int {
+	out := slices.Clone(in)
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+func sortedKeys(m map[string]string) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// where is a landing without the port, except at the proxy.
+func where(landing string) string {
+	if strings.HasPrefix(landing, "proxy:") {
+		return landing
+	}
+	name, _, _ := strings.Cut(landing, ":")
+	return name + ":*"
+}
