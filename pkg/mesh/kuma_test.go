@@ -147,11 +147,12 @@ func TestKumaSpec(t *testing.T) {
 	})
 	t.Run("legacy annotations", func(t *testing.T) {
 		s := decide(t, map[string]string{
-			KumaInboundPort: "15055", KumaExcludeInbound: "80", KumaProbeProxyPort: "0", KumaExcludeOutbound: "",
+			KumaInboundPort: "15055", KumaExcludeInbound: "80", KumaProbeProxyPort: "0", KumaExcludeOutbound: "5432",
 			KumaBuiltinDNS: "enabled", KumaBuiltinDNSPort: "15099", KumaGateway: "enabled",
 			KumaExcludeOutForUIDs: "udp:53:3000;4000-4001", KumaExcludeOutIPs: "10.0.0.1",
 		})
-		if s.InboundPort != 15055 || !reflect.DeepEqual(s.IgnoreInbound, []rules.PortRange{{First: 80, Last: 80}}) || len(s.IgnoreOutbound) != 0 {
+		// A gateway: kuma-cni reads no inbound exclusion at all.
+		if s.InboundPort != 15055 || s.IgnoreInbound != nil || !reflect.DeepEqual(s.IgnoreOutbound, []rules.PortRange{{First: 5432, Last: 5432}}) {
 			t.Errorf("%+v", s)
 		}
 		if !s.CaptureDNS || s.DNSPort != 15099 || s.InboundPorts == nil || len(s.InboundPorts) != 0 {

@@ -22,6 +22,7 @@ const (
 	ChainTProxyOutput         = "MESH_TPROXY_OUTPUT"
 	ChainTProxy               = "MESH_TPROXY"
 	ChainDivert               = "MESH_DIVERT"
+	ChainDropInvalid          = "MESH_DROP_INVALID"
 	commentPrefix             = "mesh-cni/"
 	fullMask           uint32 = 0xffffffff
 )
@@ -48,8 +49,20 @@ func Generate(spec Spec) RuleSet {
 	}
 	nat.Chains = append(nat.Chains, outputChain(s))
 	rs.Tables = append(rs.Tables, nat)
+	if s.DropInvalid {
+		if mangle == nil {
+			mangle = &Table{Name: "mangle"}
+		}
+		mangle.Chains = append(mangle.Chains, Chain{Name: ChainDropInvalid, Hook: PreRouting, Rules: []Rule{
+			{CtState: []string{"INVALID"}, Verdict: Verdict{Kind: Drop}, Comment: cm("drop-invalid")}}})
+	}
 	if mangle != nil {
 		rs.Tables = append(rs.Tables, *mangle)
+	}
+	for _, a := range s.LoopbackAddrs {
+		if slices.Contains(s.Families, familyOf(a)) {
+			rs.LoopbackAddrs = append(rs.LoopbackAddrs, a)
+		}
 	}
 	return rs
 }
@@ -165,6 +178,9 @@ func proxyRules(s Spec, base Rule) []Rule {
 func outputChain(s Spec) Chain {
 	c := Chain{Name: ChainOutput, Hook: Output}
 	ret := Verdict{Kind: Return}
+	if s.DNSFirst {
+		c.Rules = append(c.Rules, dnsRules(s)...)
+	}
 	c.Rules = append(c.Rules, excludeIfaceRules(s, false)...)
 	if s.LoopbackToInbound {
 		c.Rules = append(c.Rules, Rule{OutIface: "lo", Src: passthroughSources, Verdict: ret, Comment: cm("inbound-passthrough")})
@@ -176,10 +192,19 @@ func outputChain(s Spec) Chain {
 		}
 	}
 	c.Rules = append(c.Rules, proxyRules(s, Rule{Verdict: ret, Comment: cm("proxy")})...)
+	skip := mergePrefixes(append(slices.Clone(s.SkipSubnets), s.SkipOutboundSubnets...))
+	skipRule := Rule{Dst: skip, Verdict: ret, Comment: cm("skip-subnets")}
 	if s.ExemptDNS {
+		// Kuma returns its excluded destinations and owners before DNS
+		// capture (kumahq/kuma v2.14.3 builder_table_nat.go:228-306).
 		c.Rules = append(c.Rules, exemptRules(s)...)
+		if len(skip) > 0 {
+			c.Rules = append(c.Rules, skipRule)
+		}
 	}
-	c.Rules = append(c.Rules, dnsRules(s)...)
+	if !s.DNSFirst {
+		c.Rules = append(c.Rules, dnsRules(s)...)
+	}
 	if !s.ExemptDNS {
 		c.Rules = append(c.Rules, exemptRules(s)...)
 	}
@@ -187,8 +212,8 @@ func outputChain(s Spec) Chain {
 	if len(s.IgnoreOutbound) > 0 {
 		c.Rules = append(c.Rules, Rule{Proto: TCP, DPorts: s.IgnoreOutbound, Verdict: ret, Comment: cm("outbound-ignore-ports")})
 	}
-	if skip := mergePrefixes(append(slices.Clone(s.SkipSubnets), s.SkipOutboundSubnets...)); len(skip) > 0 {
-		c.Rules = append(c.Rules, Rule{Dst: skip, Verdict: ret, Comment: cm("skip-subnets")})
+	if len(skip) > 0 && !s.ExemptDNS {
+		c.Rules = append(c.Rules, skipRule)
 	}
 	redirect := Verdict{Kind: RedirectTo, Port: s.OutboundPort}
 	if s.IncludeSubnets == nil {
@@ -282,6 +307,7 @@ func normalize(s Spec) Spec {
 		}
 	}
 	s.SkipInboundSources = mergePrefixes(s.SkipInboundSources)
+	s.LoopbackAddrs = mergePrefixes(s.LoopbackAddrs)
 	s.ExemptUIDs = slices.Clone(s.ExemptUIDs)
 	for i, e := range s.ExemptUIDs {
 		e.Ports = mergePorts(e.Ports)

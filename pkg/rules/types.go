@@ -91,13 +91,25 @@ type Spec struct {
 	// captures what goes to its local resolver; nil: every destination).
 	DNSUDPOnly bool
 	DNSDest    []netip.Prefix
+	// DNSFirst puts DNS capture before the proxy's own exemption, so the
+	// proxy's queries reach the DNS port too (Consul's DNS rule sits in
+	// OUTPUT before its proxy RETURN, with no owner match).
+	DNSFirst bool
+	// DropInvalid drops conntrack-INVALID packets in mangle PREROUTING
+	// (Kuma's drop-invalid-packets).
+	DropInvalid bool
+	// LoopbackAddrs are added to lo before the rules (Kuma's inbound
+	// passthrough source ::6 when IPv6 is redirected). They stay until the
+	// netns goes: the mesh's own plugin never removes them either.
+	LoopbackAddrs []netip.Prefix
 
 	// ExemptUIDs are further owners whose outbound traffic is not
 	// redirected (Consul's ExcludeUIDs, Kuma's excludePortsForUIDs): the
 	// pod's own, declared exemptions, matched after DNS capture.
 	ExemptUIDs []UIDExemption
-	// ExemptDNS: ExemptUIDs come before DNS capture, so they skip it too
-	// (Kuma's order); otherwise DNS capture applies to them (Consul's).
+	// ExemptDNS: ExemptUIDs and the outbound skip subnets come before DNS
+	// capture, so they skip it too (Kuma's order); otherwise DNS capture
+	// applies to them (Consul's).
 	ExemptDNS bool
 	// SkipInboundSources: inbound connections from these sources are not
 	// redirected (Kuma's inbound excludePortsForIPs).
@@ -121,6 +133,8 @@ type RuleSet struct {
 	// PolicyRoutes are needed by TPROXY: "ip rule fwmark Mark lookup Table"
 	// plus "local default dev lo table Table", per family.
 	PolicyRoutes []PolicyRoute
+	// LoopbackAddrs are addresses the pod's lo must hold (Spec.LoopbackAddrs).
+	LoopbackAddrs []netip.Prefix
 }
 
 // PolicyRoute is a fwmark rule and its local route table.
