@@ -148,6 +148,13 @@ func kumaLegacySpec(s rules.Spec, ann map[string]string) (rules.Spec, bool, erro
 			inExclude += "," + probe
 		}
 	}
+	if v, ok := ann[KumaExcludeInbound]; ok && gateway {
+		// Checked anyway, as kuma-cni checks every annotation it knows
+		// (annotations_linux.go:188-202, validatePortList).
+		if _, err := kumaLegacyPortList(strings.ReplaceAll(v, " ", "")); err != nil && strings.TrimSpace(v) != "" {
+			return s, false, annErr(KumaExcludeInbound, v, err)
+		}
+	}
 	if !gateway {
 		if s.IgnoreInbound, err = kumaLegacyPortList(inExclude); err != nil {
 			key, v := KumaExcludeInbound, get(KumaExcludeInbound, kumaLegacyExclude)
