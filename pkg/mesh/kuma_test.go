@@ -187,3 +187,26 @@ func TestKumaBadAnnotations(t *testing.T) {
 		}
 	}
 }
+
+// TestKumaDropInvalid: drop-invalid-packets is honoured in both forms (the
+// annotation, the config's dropInvalidPackets), never ignored.
+func TestKumaDropInvalid(t *testing.T) {
+	for _, ann := range []map[string]string{
+		{KumaDropInvalid: "true"},
+		{KumaDropInvalid: "Enabled"},
+		{KumaConfig: "dropInvalidPackets: true"},
+	} {
+		d, err := Decide(kumaOn(), kumaSpecPod(ann, false), nil)
+		if err != nil || !d.Meshed || !d.Spec.DropInvalid {
+			t.Errorf("%v: want INVALID dropped, got %+v %v", ann, d.Spec, err)
+			continue
+		}
+		if rs := rules.Generate(*d.Spec); !strings.Contains(rules.Nft(rs), "ct state invalid counter drop") {
+			t.Errorf("%v: no drop rule in\n%s", ann, rules.Nft(rs))
+		}
+	}
+	d, err := Decide(kumaOn(), kumaSpecPod(nil, false), nil)
+	if err != nil || d.Spec.DropInvalid {
+		t.Errorf("default: want no drop, got %+v %v", d.Spec, err)
+	}
+}
