@@ -23,6 +23,12 @@
 //   - nft: with a single family in RuleSet.Families, a rule without an
 //     address match also matches "meta nfproto" of that family (so nft and
 //     iptables program the same traffic). See rules.NftRule, NftBaseChain.
+//   - Spec.DNSFirst puts DNS capture before the proxy's RETURN (Consul);
+//     with Spec.ExemptDNS the outbound skip subnets come before DNS capture
+//     too (Kuma). Spec.DropInvalid adds mangle PREROUTING chain
+//     MESH_DROP_INVALID (ct state INVALID, drop). Spec.LoopbackAddrs become
+//     RuleSet.LoopbackAddrs (those of the programmed families), which the
+//     plugin adds to lo; no backend writes them.
 //   - Verdict kind Drop ("-j DROP", nft "drop"; not in the nat table). TPROXY
 //     mode follows the TPROXY rule with a drop of the same match: nft's
 //     tproxy is not terminal, and without it a connection reached the app
