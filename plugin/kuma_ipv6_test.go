@@ -131,3 +131,35 @@ func linkLocalPeer(t *testing.T, pod ns.NetNS) string {
 }
 
 func nsName(path string) string { return path[strings.LastIndex(path, "/")+1:] }
+
+// TestKumaIPv6Off: with "ipv6": false a Kuma pod whose only IPv6 address
+// is eth0's link-local gets IPv4 rules only and no ::6, rather than being
+// refused; one with a global IPv6 address is refused, as every pod is.
+func TestKumaIPv6Off(t *testing.T) {
+	for i, fams := range []string{"v4", "dual"} {
+		t.Run(fams, func(t *testing.T) {
+			c := newChain(t, newNodeEnv(t), chainOpts{version: "1.0.0", families: fams, subnet: 72 + i, mesh: map[string]any{
+				"backend": "nftables", "ipv6": false,
+				"meshes": map[string]any{"kuma": map[string]any{"enabled": true, "trustAnnotations": true}},
+			}})
+			p := newPod(t, "shop", "kuma-off-"+fams, kumaInjected())
+			_, err := c.add(p)
+			t.Cleanup(func() { _ = c.del(p) })
+			if fams == "dual" {
+				if err == nil || !strings.Contains(err.Error(), `"ipv6" is false`) {
+					t.Fatalf("ADD: %v, want the IPv6 refusal", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("ADD: %v", err)
+			}
+			if d := ruleDump(t, p.netns.Path()); strings.Contains(fmt.Sprint(d), "ip6 ") {
+				t.Errorf("IPv6 rules written with \"ipv6\": false: %v", d)
+			}
+			if out, _ := exec.Command("ip", "-n", nsName(p.netns.Path()), "-6", "addr", "show", "dev", "lo").CombinedOutput(); strings.Contains(string(out), "::6/128") {
+				t.Errorf("::6 added with \"ipv6\": false:\n%s", out)
+			}
+		})
+	}
+}

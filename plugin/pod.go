@@ -131,6 +131,10 @@ func judgePod(conf *config.NetConf, args *skel.CmdArgs, log *slog.Logger, ev *no
 			return d, types.NewError(types.ErrInvalidNetNS, "cannot read the pod's addresses", err.Error())
 		}
 		d.Spec.Families = mesh.KumaFamilies(addrs)
+		if !*conf.IPv6 && !slices.Contains(fams, rules.IPv6) {
+			// "ipv6": false, and IPv6 only link-local: nothing to refuse.
+			d.Spec.Families = slices.DeleteFunc(d.Spec.Families, func(f rules.Family) bool { return f == rules.IPv6 })
+		}
 		log.Debug("families as kuma-cni decides them", "families", fmt.Sprint(d.Spec.Families))
 	}
 	return d, checkIPv6(conf, d.Spec.Families)
