@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"log/slog"
+	"os"
 	"time"
 
 	"github.com/containernetworking/cni/pkg/skel"
@@ -11,6 +12,7 @@ import (
 	"github.com/containernetworking/plugins/pkg/ns"
 
 	"github.com/mesh-cni/mesh-cni/pkg/backend"
+	"github.com/mesh-cni/mesh-cni/pkg/backend/policy"
 	"github.com/mesh-cni/mesh-cni/pkg/config"
 	"github.com/mesh-cni/mesh-cni/pkg/node"
 	"github.com/mesh-cni/mesh-cni/pkg/rules"
@@ -68,7 +70,11 @@ func add(conf *config.NetConf, args *skel.CmdArgs, log *slog.Logger, ev *node.Ev
 		return cniErr(ErrApply, "backend %s: %v", conf.Backend, err)
 	}
 	applyStart := time.Now()
-	err = b.Apply(args.Netns, rules.Generate(*d.Spec))
+	rs := rules.Generate(*d.Spec)
+	if err := loopbackAddrs(args.Netns, rs); err != nil {
+		return cniErr(ErrApply, "pod %s/%s: %s: %v", ev.Namespace, ev.Pod, d.Mesh, err)
+	}
+	err = b.Apply(args.Netns, rs)
 	// auto names the backend that took the rules only after Apply.
 	ev.Backend = b.Name()
 	if from := backend.FallbackFrom(b); from != "" {
@@ -83,4 +89,18 @@ func add(conf *config.NetConf, args *skel.CmdArgs, log *slog.Logger, ev *node.Ev
 	log.Debug("rules applied", "backend", b.Name(), "families", fmt.Sprint(d.Spec.Families), "us", time.Since(applyStart).Microseconds())
 	ev.Decision = "meshed"
 	return nil
+}
+
+// loopbackAddrs adds the addresses the mesh's proxy expects on lo (Kuma's
+// ::6), before any rule: without them its IPv6 passthrough fails.
+func loopbackAddrs(netns string, rs rules.RuleSet) error {
+	if len(rs.LoopbackAddrs) == 0 {
+		return nil
+	}
+	f, err := os.Open(netns)
+	if err != nil {
+		return fmt.Errorf("open netns: %w", err)
+	}
+	defer f.Close()
+	return policy.AddLoopbackAddrs(f, rs.LoopbackAddrs)
 }

@@ -1,10 +1,13 @@
 package main
 
 import (
+	"fmt"
+	"os"
 	"time"
 
 	"github.com/containernetworking/cni/pkg/skel"
 
+	"github.com/mesh-cni/mesh-cni/pkg/backend/policy"
 	"github.com/mesh-cni/mesh-cni/pkg/config"
 	"github.com/mesh-cni/mesh-cni/pkg/node"
 	"github.com/mesh-cni/mesh-cni/pkg/rules"
@@ -32,11 +35,25 @@ func cmdCheck(args *skel.CmdArgs) error {
 		return cniErr(ErrApply, "backend %s: %v", conf.Backend, err)
 	}
 	ev.Backend = b.Name()
-	if err := b.Check(args.Netns, rules.Generate(*d.Spec)); err != nil {
+	rs := rules.Generate(*d.Spec)
+	err = b.Check(args.Netns, rs)
+	if err == nil && len(rs.LoopbackAddrs) > 0 {
+		err = hasLoopbackAddrs(args.Netns, rs)
+	}
+	if err != nil {
 		log.Error("CHECK failed", "pod", ev.Namespace+"/"+ev.Pod, "error", err.Error())
 		return cniErr(ErrRulesMissing, "pod %s/%s: %s rules not intact (%s): %v", ev.Namespace, ev.Pod, d.Mesh, b.Name(), err)
 	}
 	ev.Decision = "meshed"
 	log.Debug("CHECK ok", "pod", ev.Namespace+"/"+ev.Pod, "ms", time.Since(start).Milliseconds())
 	return nil
+}
+
+func hasLoopbackAddrs(netns string, rs rules.RuleSet) error {
+	f, err := os.Open(netns)
+	if err != nil {
+		return fmt.Errorf("open netns: %w", err)
+	}
+	defer f.Close()
+	return policy.HasLoopbackAddrs(f, rs.LoopbackAddrs)
 }

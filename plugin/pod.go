@@ -6,7 +6,10 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/netip"
+	"os"
 	"slices"
+	"strings"
 
 	"github.com/containernetworking/cni/pkg/skel"
 	"github.com/containernetworking/cni/pkg/types"
@@ -120,7 +123,57 @@ func judgePod(conf *config.NetConf, args *skel.CmdArgs, log *slog.Logger, ev *no
 	if d.Spec == nil {
 		return d, cniErr(ErrApply, "pod %s/%s: mesh %s decided without a rule spec", namespace, name, d.Mesh)
 	}
-	return d, checkIPv6(conf, fams)
+	if d.Mesh == mesh.Kuma {
+		// kuma-cni decides the families from every address in the netns,
+		// link-local included; Kuma's validation expects what it writes.
+		addrs, err := netnsAddrs(args.Netns)
+		if err != nil {
+			return d, types.NewError(types.ErrInvalidNetNS, "cannot read the pod's addresses", err.Error())
+		}
+		d.Spec.Families = mesh.KumaFamilies(addrs)
+		if !*conf.IPv6 && !slices.Contains(fams, rules.IPv6) {
+			// "ipv6": false, and IPv6 only link-local: nothing to refuse.
+			d.Spec.Families = slices.DeleteFunc(d.Spec.Families, func(f rules.Family) bool { return f == rules.IPv6 })
+		}
+		log.Debug("families as kuma-cni decides them", "families", fmt.Sprint(d.Spec.Families))
+	}
+	return d, checkIPv6(conf, d.Spec.Families)
+}
+
+// netnsAddrs lists every address of every interface in the netns. An up
+// interface that will get an IPv6 link-local address counts as holding
+// one (fe80::): the kernel adds it only once the carrier is seen, which
+// may be a moment after the primary plugin returns, while Kuma's
+// validation, which runs later, sees it.
+func netnsAddrs(netns string) ([]netip.Addr, error) {
+	var out []netip.Addr
+	err := ns.WithNetNSPath(netns, func(ns.NetNS) error {
+		ifaces, err := net.Interfaces()
+		if err != nil {
+			return err
+		}
+		for _, ifc := range ifaces {
+			addrs, err := ifc.Addrs()
+			if err != nil {
+				return err
+			}
+			for _, a := range addrs {
+				if n, ok := a.(*net.IPNet); ok {
+					if ip, ok := netip.AddrFromSlice(n.IP); ok {
+						out = append(out, ip.Unmap())
+					}
+				}
+			}
+			if ifc.Flags&net.FlagLoopback == 0 && ifc.Flags&net.FlagUp != 0 && linkLocalComing(ifc.Name) {
+				out = append(out, netip.MustParseAddr("fe80::"))
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list addresses in %s: %w", netns, err)
+	}
+	return out, nil
 }
 
 // judge decides the pod: from the runtime's annotations when they can,
@@ -178,4 +231,18 @@ func checkIPv6(conf *config.NetConf, fams []rules.Family) error {
 	}
 	return types.NewError(types.ErrInvalidNetworkConfig,
 		"pod has an IPv6 address but \"ipv6\" is false: refusing to leave IPv6 traffic unredirected", "")
+}
+
+// linkLocalComing says whether the kernel gives ifname an IPv6 link-local
+// address: IPv6 is on and the address generation mode is not "none". It
+// reads the calling thread's netns.
+func linkLocalComing(ifname string) bool {
+	read := func(key string) string {
+		b, err := os.ReadFile("/proc/sys/net/ipv6/conf/" + ifname + "/" + key)
+		if err != nil {
+			return ""
+		}
+		return strings.TrimSpace(string(b))
+	}
+	return read("disable_ipv6") == "0" && read("addr_gen_mode") != "1"
 }

@@ -69,11 +69,21 @@ func serveIn(t *testing.T, netns string, uid int, argv ...string) {
 // connectFrom dials addr from the netns as uid and returns who answered.
 func connectFrom(t *testing.T, proxy, netns string, uid int, addr string) record {
 	t.Helper()
+	return connectFromSource(t, proxy, netns, uid, "", addr)
+}
+
+// connectFromSource is connectFrom bound to a source address ("": any).
+func connectFromSource(t *testing.T, proxy, netns string, uid int, source, addr string) record {
+	t.Helper()
 	var out []byte
+	argv := []string{proxy, "connect", "-timeout", testenv.Scale(2 * time.Second).String()}
+	if source != "" {
+		argv = append(argv, "-source", source)
+	}
 	// Retried within the shared timeout: IPv6 addresses may still be settling.
 	err := testenv.WaitFor(testenv.Timeout(), func() error {
 		var err error
-		out, err = inNetns(t, netns, uid, proxy, "connect", "-timeout", testenv.Scale(2*time.Second).String(), addr).CombinedOutput()
+		out, err = inNetns(t, netns, uid, append(argv, addr)...).CombinedOutput()
 		return err
 	})
 	if err != nil {

@@ -360,6 +360,7 @@ func connect(args []string) error {
 	fs := flag.NewFlagSet("connect", flag.ContinueOnError)
 	udp := fs.Bool("udp", false, "send one UDP datagram and print the answer")
 	timeout := fs.Duration("timeout", 3*time.Second, "dial and read timeout")
+	source := fs.String("source", "", "local address to bind (as Kuma's validation client binds ::1)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -370,7 +371,19 @@ func connect(args []string) error {
 	if *udp {
 		network = "udp"
 	}
-	c, err := net.DialTimeout(network, fs.Arg(0), *timeout)
+	d := net.Dialer{Timeout: *timeout}
+	if *source != "" {
+		ip := net.ParseIP(*source)
+		if ip == nil {
+			return fmt.Errorf("bad -source %q", *source)
+		}
+		if *udp {
+			d.LocalAddr = &net.UDPAddr{IP: ip}
+		} else {
+			d.LocalAddr = &net.TCPAddr{IP: ip}
+		}
+	}
+	c, err := d.Dial(network, fs.Arg(0))
 	if err != nil {
 		return err
 	}

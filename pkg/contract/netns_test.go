@@ -406,8 +406,23 @@ func (p *probes) run(t *testing.T, podAddr, peerAddr string) {
 		p.expectDNS(t, app, peerAddr, w.captureDNS)
 		p.expectDNS(t, w.proxy, peerAddr, false)
 		if w.dnsLocal.IsValid() && w.dnsLocal.Is6() == v6 {
-			// Consul captures what goes to its local resolver address.
+			// Consul captures what goes to its local resolver address,
+			// whoever sends it: the sdk's DNS rule comes before the
+			// proxy's RETURN and has no owner match (consul/sdk v0.18.1
+			// iptables/iptables.go:192-212), so the dataplane's own
+			// queries reach its DNS proxy too.
 			p.expectDNS(t, app, w.dnsLocal.String(), true)
+			p.expectDNS(t, w.proxy, w.dnsLocal.String(), true)
+		}
+		if w.captureDNS && w.mesh == mesh.Kuma {
+			// kuma-cni returns traffic to excluded destinations before
+			// its DNS capture (kumahq/kuma v2.14.3 pkg/transparentproxy/
+			// iptables/builder/builder_table_nat.go:228-306).
+			for _, d := range dests {
+				if slices.ContainsFunc(w.excludeRanges, func(r netip.Prefix) bool { return r.Contains(d.addr) }) {
+					p.expectDNS(t, app, d.addr.String(), false)
+				}
+			}
 		}
 	}
 	// Inbound, through eth0 and each excluded interface.

@@ -9,6 +9,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/netip"
 	"os"
 	"slices"
 	"sort"
@@ -246,6 +247,13 @@ func explain(o options, w io.Writer) error {
 	for _, n := range d.Notes {
 		fmt.Fprintf(w, "note: %s\n", n)
 	}
+	if d.Mesh == mesh.Kuma && o.family == "" && set.ipv6 {
+		// ADD decides as kuma-cni does, from the netns: any IPv6 address,
+		// link-local included, means IPv6, which a pod with eth0 nearly
+		// always has.
+		d.Spec.Families = mesh.KumaFamilies([]netip.Addr{netip.MustParseAddr("fe80::1")})
+		fmt.Fprintln(w, "note: kuma: ADD redirects IPv6 whenever the pod has any IPv6 address, link-local included (shown: with one; --family ipv4 for a pod without)")
+	}
 	writeSpec(w, *d.Spec)
 	rs := rules.Generate(*d.Spec)
 	if o.format != "iptables" {
@@ -262,6 +270,9 @@ func explain(o options, w io.Writer) error {
 	}
 	for _, pr := range rs.PolicyRoutes {
 		fmt.Fprintf(w, "\n# policy routing, per family\nip rule add fwmark %d lookup %d\nip route add local default dev lo table %d\n", pr.Mark, pr.Table, pr.Table)
+	}
+	for _, a := range rs.LoopbackAddrs {
+		fmt.Fprintf(w, "\n# before the rules\nip addr add %s dev lo\n", a)
 	}
 	return nil
 }
@@ -324,8 +335,31 @@ func writeSpec(w io.Writer, s rules.Spec) {
 	if len(s.ExcludeIfaces) > 0 {
 		line("excluded ifaces", "%s", strings.Join(s.ExcludeIfaces, ", "))
 	}
-	if s.CaptureDNS {
-		line("dns", "tcp/udp 53 to port %d", s.DNSPort)
+	if len(s.SkipInboundSources) > 0 {
+		line("skip sources", "%s (inbound)", prefixesOr(s.SkipInboundSources, "none"))
+	}
+	if len(s.ExemptUIDs) > 0 {
+		when := "DNS capture still applies"
+		if s.ExemptDNS {
+			when = "before DNS capture"
+		}
+		line("exempt uids", "%s (outbound not redirected; %s)", exemptUIDs(s.ExemptUIDs), when)
+	}
+	if s.CaptureDNS && s.DNSPort != 0 {
+		proto, dst, who := "tcp/udp", "any destination", "every process but the proxy"
+		if s.DNSUDPOnly {
+			proto = "udp"
+		}
+		if s.DNSDest != nil {
+			dst = prefixesOr(fams6(s.DNSDest, s.Families), "no destination")
+		}
+		if s.DNSFirst {
+			who = "every process, the proxy too"
+		}
+		if s.ExemptDNS && (len(s.SkipOutboundSubnets) > 0 || len(s.SkipSubnets) > 0) {
+			dst += " except the skipped subnets"
+		}
+		line("dns", "%s 53 to %s, from %s, to port %d", proto, dst, who, s.DNSPort)
 	}
 	if s.LoopbackToInbound {
 		direct := slices.Clone(s.IgnoreOutbound)
@@ -337,7 +371,40 @@ func writeSpec(w io.Writer, s rules.Spec) {
 		}
 		line("proxy to self", "to port %d, except ports %s (the inbound exclusions do not apply)", s.InboundPort, portsOr(direct, "none"))
 	}
+	if s.DropInvalid {
+		line("drop invalid", "conntrack INVALID packets dropped (mangle PREROUTING)")
+	}
+	if lo := fams6(s.LoopbackAddrs, s.Families); len(lo) > 0 {
+		line("lo addresses", "%s added before the rules, left at DEL", prefixesOr(lo, "none"))
+	}
 	w.Write(b.Bytes())
+}
+
+// fams6 keeps the prefixes of the families programmed.
+func fams6(ps []netip.Prefix, fams []rules.Family) []netip.Prefix {
+	out := []netip.Prefix{}
+	for _, f := range fams {
+		out = append(out, rules.ForFamily(ps, f)...)
+	}
+	return out
+}
+
+// exemptUIDs prints each exemption: "1000", "2000-2999 tcp ports 22,443".
+func exemptUIDs(es []rules.UIDExemption) string {
+	out := make([]string, len(es))
+	for i, e := range es {
+		out[i] = fmt.Sprint(e.First)
+		if e.Last > e.First {
+			out[i] += fmt.Sprintf("-%d", e.Last)
+		}
+		if e.Proto != rules.AnyProto {
+			out[i] += " " + string(e.Proto)
+		}
+		if len(e.Ports) > 0 {
+			out[i] += " ports " + portsOr(e.Ports, "none")
+		}
+	}
+	return strings.Join(out, ", ")
 }
 
 func withTunnel(s rules.Spec) []rules.PortRange {

@@ -98,7 +98,7 @@ func TestWorkloadManifest(t *testing.T) {
 	// By default istio pods are judged from the spec: the proxy's DNS env
 	// (a mesh-wide capture) counts, and so does the inbound port list.
 	expect(t, out, "pod: bookinfo/reviews-<pod>", "annotations alone: cannot decide", "decision: redirect (mesh istio)",
-		"ports 9080,", "--dport 9080", "dns:               tcp/udp 53 to port 15053")
+		"ports 9080,", "--dport 9080", "dns:               tcp/udp 53 to any destination, from every process but the proxy, to port 15053")
 	// Trusting the annotations, the env is not seen.
 	code, out, _ = run(t, "--pod", "testdata/istio-deployment.yaml", "--profile", "istio", "--mesh-config", `{"trustAnnotations": true}`)
 	if code != 0 {
@@ -110,7 +110,7 @@ func TestWorkloadManifest(t *testing.T) {
 	if code != 0 {
 		t.Fatal(out)
 	}
-	expect(t, out, "annotations alone: cannot decide", "dns:               tcp/udp 53 to port 15053")
+	expect(t, out, "annotations alone: cannot decide", "dns:               tcp/udp 53 to any destination, from every process but the proxy, to port 15053")
 }
 
 func TestSkips(t *testing.T) {
@@ -218,4 +218,35 @@ func TestKumaAndConsulPods(t *testing.T) {
 	}
 	expect(t, out, "decision: redirect (mesh consul)", "--uid-owner 5995", "--to-ports 20000",
 		"-A MESH_OUTPUT -p udp -d 127.0.0.1/32 --dport 53")
+}
+
+// The summary says what the rules do: Kuma captures UDP only, after its
+// excluded destinations and UIDs, and ADD redirects IPv6 on a pod whose
+// status lists IPv4 only (eth0's link-local), with ::6 on lo.
+func TestKumaSummary(t *testing.T) {
+	code, out, errs := run(t, "--profile", "kuma", "--pod", "testdata/kuma-pod.yaml", "--format", "nft")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	expect(t, out, "decision: redirect (mesh kuma)", "families:          ipv4, ipv6",
+		"exempt uids:       2000-2999 tcp ports 22,443 (outbound not redirected; before DNS capture)",
+		"dns:               udp 53 to any destination except the skipped subnets, from every process but the proxy, to port 15053",
+		"drop invalid:      conntrack INVALID packets dropped (mangle PREROUTING)",
+		"lo addresses:      ::6/128", "ip addr add ::6/128 dev lo", "ct state invalid counter drop")
+	reject(t, out, "tcp/udp 53")
+	_, out, _ = run(t, "--profile", "kuma", "--pod", "testdata/kuma-pod.yaml", "--family", "ipv4", "--format", "nft")
+	reject(t, out, "::6", "ip6 ")
+}
+
+// Consul's DNS goes to its local resolver only, from every process, the
+// dataplane too; its init container's UID is exempt.
+func TestConsulSummary(t *testing.T) {
+	code, out, errs := run(t, "--profile", "consul", "--pod", "testdata/consul-pod.yaml", "--format", "nft")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	expect(t, out, "decision: redirect (mesh consul)", "families:          ipv4",
+		"exempt uids:       5996 (outbound not redirected; DNS capture still applies)",
+		"dns:               tcp/udp 53 to 127.0.0.1/32, from every process, the proxy too, to port 8600")
+	reject(t, out, "lo addresses", "families:          ipv4, ipv6")
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"strconv"
 	"strings"
 
 	"github.com/mesh-cni/mesh-cni/pkg/echo"
@@ -19,6 +20,11 @@ const (
 	ConsulMeshInjectStatus = "consul.hashicorp.com/mesh-inject-status"
 	ConsulTProxyStatus     = "consul.hashicorp.com/transparent-proxy-status"
 	ConsulRedirectConfig   = "consul.hashicorp.com/redirect-traffic-config"
+	// ConsulDualStack: "true" makes the sdk want an IPv6 ConsulDNSIP and
+	// IPv6-only CIDRs; anything else, IPv4 (consul-k8s v2.0.3
+	// control-plane/cni/main.go:395-405; the injector always writes it,
+	// webhook/mesh_webhook.go:509,596-598).
+	ConsulDualStack = "consul.hashicorp.com/dual-stack"
 )
 
 // ConsulRedirect is the redirect configuration Consul's injector computes
@@ -81,7 +87,7 @@ var consulFields = []string{"ConsulDNSIP", "ConsulDNSPort", "ProxyUserID", "Prox
 
 // spec turns the configuration into the pod's Spec over base (the mesh's
 // identity and family settings). Errors name the field.
-func (c ConsulRedirect) spec(s rules.Spec) (rules.Spec, error) {
+func (c ConsulRedirect) spec(s rules.Spec, dualStack bool) (rules.Spec, error) {
 	field := func(f string, err error) error { return fmt.Errorf("field %s: %w", f, err) }
 	// Nothing of the profile's own lists applies: the pod's configuration
 	// is the whole of its rules. Consul redirects with nat only.
@@ -114,32 +120,64 @@ func (c ConsulRedirect) spec(s rules.Spec) (rules.Spec, error) {
 		dst  *[]rules.PortRange
 	}{{"ExcludeInboundPorts", c.ExcludeInboundPorts, &s.IgnoreInbound}, {"ExcludeOutboundPorts", c.ExcludeOutboundPorts, &s.IgnoreOutbound}}
 	for _, l := range lists {
-		if *l.dst, err = ParsePorts(strings.Join(l.v, ",")); err != nil {
-			return s, field(l.name, err)
+		*l.dst = nil
+		for _, v := range l.v {
+			r, err := consulPort(v)
+			if err != nil {
+				return s, field(l.name, err)
+			}
+			*l.dst = append(*l.dst, r)
 		}
 	}
 	if s.SkipOutboundSubnets, err = ParseCIDRs(strings.Join(c.ExcludeOutboundCIDRs, ",")); err != nil {
 		return s, field("ExcludeOutboundCIDRs", err)
 	}
+	for _, p := range s.SkipOutboundSubnets {
+		// The sdk hands every CIDR to iptables, which refuses an IPv6 one
+		// (iptables.go:225-227): consul-cni's ADD fails.
+		if p.Addr().Is6() && !dualStack {
+			return s, field("ExcludeOutboundCIDRs", fmt.Errorf("%s is IPv6 but %s is not \"true\"", p, ConsulDualStack))
+		}
+	}
 	s.ExemptUIDs = nil
 	for _, u := range c.ExcludeUIDs {
-		id, err := parseID(u)
+		// iptables' --uid-owner takes a UID or a range (iptables.go:229-231).
+		first, last, err := uidRange(u)
 		if err != nil {
-			return s, field("ExcludeUIDs", err)
+			return s, field("ExcludeUIDs", fmt.Errorf("%w (a user name is not taken: it would be looked up on the node, not in the container)", err))
 		}
-		s.ExemptUIDs = append(s.ExemptUIDs, rules.UIDExemption{First: id, Last: id})
+		s.ExemptUIDs = append(s.ExemptUIDs, rules.UIDExemption{First: first, Last: last})
 	}
 	s.IgnoreInbound, s.IgnoreOutbound = nilIfEmpty(s.IgnoreInbound), nilIfEmpty(s.IgnoreOutbound)
 	s.SkipOutboundSubnets = nilIfEmpty(s.SkipOutboundSubnets)
-	return c.dns(s)
+	return c.dns(s, dualStack)
+}
+
+// consulPort reads one port as iptables' --dport takes it, the way the
+// sdk passes it (iptables.go:221-223, 245-247): "80" or "8000:8100". A
+// dash range or a service name is refused: iptables refuses the first,
+// and would resolve the second on the node.
+func consulPort(v string) (rules.PortRange, error) {
+	t := strings.TrimSpace(v)
+	if strings.Contains(t, "-") {
+		return rules.PortRange{}, fmt.Errorf("invalid port %q: iptables takes a range as first:last", v)
+	}
+	r, err := parseRange(strings.Replace(t, ":", "-", 1))
+	if err != nil {
+		return rules.PortRange{}, fmt.Errorf("invalid port %q: want a port from 1 to 65535 or first:last", v)
+	}
+	return r, nil
 }
 
 // dns: with ConsulDNSPort set, DNS sent to ConsulDNSIP (127.0.0.1 or ::1,
-// Consul's local resolver) goes to that port, whoever sends it. Consul
-// before 1.0 DNATed every DNS query to a Service IP (ConsulDNSPort absent):
-// that form is refused, it cannot be a local redirect.
-func (c ConsulRedirect) dns(s rules.Spec) (rules.Spec, error) {
-	s.CaptureDNS, s.DNSDest, s.DNSUDPOnly = false, nil, false
+// Consul's local resolver) goes to that port, whoever sends it: the sdk's
+// DNS rule sits in OUTPUT before the proxy's RETURN, with no owner match
+// (iptables.go:192-209). The family follows dual-stack: IPv4 without it,
+// IPv6 with it, the other refused (iptables.go:103-126, 182, 295-299).
+// Consul before 1.0 DNATed every DNS query to a Service IP (ConsulDNSPort
+// absent): that form is refused, it cannot be a local redirect.
+func (c ConsulRedirect) dns(s rules.Spec, dualStack bool) (rules.Spec, error) {
+	s.CaptureDNS, s.DNSDest, s.DNSUDPOnly, s.DNSFirst = false, nil, false, true
 	if c.ConsulDNSPort == 0 {
 		if c.ConsulDNSIP != "" {
 			return s, errors.New("field ConsulDNSPort: is required with ConsulDNSIP (the redirect of all DNS to a Service IP, consul-k8s before 1.0, is not supported)")
@@ -150,10 +188,16 @@ func (c ConsulRedirect) dns(s rules.Spec) (rules.Spec, error) {
 		return s, fmt.Errorf("field ConsulDNSPort: %d is not a port from 1 to 65535", c.ConsulDNSPort)
 	}
 	ip := netip.MustParseAddr("127.0.0.1")
+	if dualStack {
+		ip = netip.IPv6Loopback()
+	}
 	if c.ConsulDNSIP != "" {
 		var err error
 		if ip, err = netip.ParseAddr(c.ConsulDNSIP); err != nil || !ip.IsLoopback() {
 			return s, fmt.Errorf("field ConsulDNSIP: %q is not a loopback address (Consul's local resolver)", echo.Clip(c.ConsulDNSIP))
+		}
+		if ip.Is6() != dualStack {
+			return s, fmt.Errorf("field ConsulDNSIP: %s with %s %q: the sdk wants an %s address", ip, ConsulDualStack, strconv.FormatBool(dualStack), map[bool]string{false: "IPv4", true: "IPv6"}[dualStack])
 		}
 	}
 	s.CaptureDNS, s.DNSPort = true, uint16(c.ConsulDNSPort)
@@ -188,7 +232,7 @@ func judgeConsul(cfg Config, base rules.Spec, pod Pod) (judgement, error) {
 	}
 	rc, err := ParseConsulRedirect(raw)
 	if err == nil {
-		base, err = rc.spec(base)
+		base, err = rc.spec(base, ann[ConsulDualStack] == "true")
 	}
 	if err != nil {
 		return judgement{}, annErr(ConsulRedirectConfig, raw, err)

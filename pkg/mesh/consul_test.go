@@ -138,7 +138,7 @@ func FuzzConsulRedirect(f *testing.F) {
 		if err != nil {
 			return
 		}
-		s, err := c.spec(rules.Spec{Mesh: Consul})
+		s, err := c.spec(rules.Spec{Mesh: Consul}, len(raw)%2 == 0)
 		if err != nil {
 			return
 		}

@@ -238,5 +238,5 @@ var HonouredAnnotations = []string{
 	KumaSidecarInjected, KumaConfig, KumaSidecarUID, KumaInboundPort, KumaOutboundPort, KumaIPFamilyMode,
 	KumaExcludeInbound, KumaExcludeOutbound, KumaExcludeOutForUIDs, KumaExcludeInboundIPs, KumaExcludeOutIPs,
 	KumaProbeProxyPort, KumaGateway, KumaBuiltinDNS, KumaBuiltinDNSPort,
-	ConsulInjectStatus, ConsulMeshInjectStatus, ConsulTProxyStatus, ConsulRedirectConfig,
+	KumaDropInvalid, ConsulInjectStatus, ConsulMeshInjectStatus, ConsulTProxyStatus, ConsulRedirectConfig, ConsulDualStack,
 }

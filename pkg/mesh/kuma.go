@@ -2,6 +2,8 @@ package mesh
 
 import (
 	"fmt"
+	"net/netip"
+	"strconv"
 	"strings"
 
 	"github.com/mesh-cni/mesh-cni/pkg/rules"
@@ -25,6 +27,7 @@ const (
 	KumaGateway           = "kuma.io/gateway"
 	KumaBuiltinDNS        = "kuma.io/builtin-dns"
 	KumaBuiltinDNSPort    = "kuma.io/builtin-dns-port"
+	KumaDropInvalid       = "traffic.kuma.io/drop-invalid-packets"
 	// kuma-cni's defaults for pods without the config annotation: the
 	// proxy's admin port both ways, the probe proxy's port inbound.
 	kumaLegacyExclude   = "9901"
@@ -58,11 +61,33 @@ func judgeKuma(cfg Config, base rules.Spec, pod Pod) (judgement, error) {
 		s.InboundPorts = []rules.PortRange{} // a gateway: no inbound redirect
 	}
 	s.DNSUDPOnly, s.ExemptDNS = true, true
+	// Kuma's inbound passthrough (and kuma-validation) source IPv6 from
+	// ::6, which kuma-cni adds to lo whenever it redirects IPv6
+	// (kumahq/kuma v2.14.3 pkg/transparentproxy/config/config.go:885,
+	// utils.go:247-270). Generate keeps it only when IPv6 is redirected.
+	s.LoopbackAddrs = []netip.Prefix{kumaPassthrough6}
 	note, err := proxyIdentity(&s, pod, proxy)
 	if err != nil {
 		return judgement{}, err
 	}
 	return judgement{v: meshed, spec: s, note: note}, nil
+}
+
+var kumaPassthrough6 = netip.MustParsePrefix("::6/128")
+
+// KumaFamilies is how kuma-cni picks a pod's families: IPv4 always, IPv6
+// whenever the pod's netns has any non-loopback IPv6 address, link-local
+// included (kumahq/kuma v2.14.3 pkg/transparentproxy/config/config.go:854-916,
+// HasLocalIPv6 in utils.go:217-232). A pod whose eth0 holds only fe80::
+// still gets IPv6 rules, and kuma-validation checks them.
+func KumaFamilies(addrs []netip.Addr) []rules.Family {
+	fams := []rules.Family{rules.IPv4}
+	for _, a := range addrs {
+		if a.Is6() && !a.Is4In6() && !a.IsLoopback() {
+			return append(fams, rules.IPv6)
+		}
+	}
+	return fams
 }
 
 // kumaSpec reads the injector's config annotation, or kuma-cni's older
@@ -99,50 +124,96 @@ func kumaLegacySpec(s rules.Spec, ann map[string]string) (rules.Spec, bool, erro
 		}
 	}
 	if v, ok := ann[KumaIPFamilyMode]; ok {
-		if err := kumaFamilyMode(v); err != nil {
-			return s, false, annErr(KumaIPFamilyMode, v, err)
-		}
-	}
-	ports := []struct {
-		key, def string
-		dst      *[]rules.PortRange
-	}{{KumaExcludeInbound, kumaLegacyExclude, &s.IgnoreInbound}, {KumaExcludeOutbound, kumaLegacyExclude, &s.IgnoreOutbound}}
-	for _, p := range ports {
-		v := get(p.key, p.def)
-		if *p.dst, err = ParsePorts(v); err != nil {
-			return s, false, annErr(p.key, v, err)
-		}
-	}
-	if v := get(KumaProbeProxyPort, kumaLegacyProbePort); v != "0" {
-		p, err := parsePort(v)
-		if err != nil {
-			return s, false, annErr(KumaProbeProxyPort, v, err)
-		}
-		s.IgnoreInbound = append(s.IgnoreInbound, rules.PortRange{First: p, Last: p})
-	}
-	if v, ok := ann[KumaExcludeOutForUIDs]; ok {
-		if s.ExemptUIDs, err = kumaUIDExclusions(strings.Split(v, ";")); err != nil {
-			return s, false, annErr(KumaExcludeOutForUIDs, v, err)
-		}
-	}
-	if v, ok := ann[KumaExcludeInboundIPs]; ok {
-		if s.SkipInboundSources, err = ParseCIDRs(v); err != nil {
-			return s, false, annErr(KumaExcludeInboundIPs, v, err)
-		}
-	}
-	if v, ok := ann[KumaExcludeOutIPs]; ok {
-		if s.SkipOutboundSubnets, err = ParseCIDRs(v); err != nil {
-			return s, false, annErr(KumaExcludeOutIPs, v, err)
+		// kuma-cni refuses an empty mode here (annotations_linux.go:175-178).
+		if err := kumaFamilyMode(v); err != nil || v == "" {
+			return s, false, annErr(KumaIPFamilyMode, v, fmt.Errorf("want dualstack or ipv4"))
 		}
 	}
 	gateway, err := kumaFlag(ann, KumaGateway)
 	if err != nil {
 		return s, false, err
 	}
+	// kuma-cni reads the inbound exclusions only when inbound is
+	// redirected, the probe proxy's port appended (injector_linux.go:128-139,
+	// annotations_linux.go:249-261); an empty result fails its ADD.
+	inExclude := get(KumaExcludeInbound, kumaLegacyExclude)
+	probe := get(KumaProbeProxyPort, kumaLegacyProbePort)
+	if probe != "0" {
+		if _, err := kumaLegacyPortList(probe); err != nil || strings.Contains(probe, ",") {
+			return s, false, annErr(KumaProbeProxyPort, probe, fmt.Errorf("want one port from 1 to 65535, or 0 for none"))
+		}
+		if strings.TrimSpace(inExclude) == "" {
+			inExclude = probe
+		} else {
+			inExclude += "," + probe
+		}
+	}
+	if v, ok := ann[KumaExcludeInbound]; ok && gateway {
+		// Checked anyway, as kuma-cni checks every annotation it knows
+		// (annotations_linux.go:188-202, validatePortList).
+		if _, err := kumaLegacyPortList(strings.ReplaceAll(v, " ", "")); err != nil && strings.TrimSpace(v) != "" {
+			return s, false, annErr(KumaExcludeInbound, v, err)
+		}
+	}
+	if !gateway {
+		if s.IgnoreInbound, err = kumaLegacyPortList(inExclude); err != nil {
+			key, v := KumaExcludeInbound, get(KumaExcludeInbound, kumaLegacyExclude)
+			if strings.TrimSpace(v) == "" && probe == "0" {
+				err = fmt.Errorf("%w (with %s \"0\" nothing is left)", err, KumaProbeProxyPort)
+			}
+			return s, false, annErr(key, v, err)
+		}
+	}
+	out := get(KumaExcludeOutbound, kumaLegacyExclude)
+	if s.IgnoreOutbound, err = kumaLegacyPortList(out); err != nil {
+		return s, false, annErr(KumaExcludeOutbound, out, err)
+	}
+	if v, ok := ann[KumaExcludeOutForUIDs]; ok {
+		if s.ExemptUIDs, err = kumaUIDExclusions(strings.Split(v, ";")); err != nil {
+			return s, false, annErr(KumaExcludeOutForUIDs, v, err)
+		}
+	}
+	for _, l := range []struct {
+		key string
+		dst *[]netip.Prefix
+	}{{KumaExcludeInboundIPs, &s.SkipInboundSources}, {KumaExcludeOutIPs, &s.SkipOutboundSubnets}} {
+		v, ok := ann[l.key]
+		if !ok {
+			continue
+		}
+		if strings.TrimSpace(v) == "" { // annotations_linux.go:125-130
+			return s, false, annErr(l.key, v, fmt.Errorf("IPs cannot be empty"))
+		}
+		if *l.dst, err = ParseCIDRs(v); err != nil {
+			return s, false, annErr(l.key, v, err)
+		}
+	}
 	if s.CaptureDNS, err = kumaFlag(ann, KumaBuiltinDNS); err != nil {
 		return s, false, err
 	}
+	if s.DropInvalid, err = kumaFlag(ann, KumaDropInvalid); err != nil {
+		return s, false, err
+	}
 	return s, !gateway, nil
+}
+
+// kumaLegacyPortList reads kuma-cni's per-field port lists: plain ports
+// joined by commas, no blanks, no ranges, not empty (kuma-cni parses each
+// item with strconv.ParseUint untrimmed: injector_linux.go:19-41). Port 0,
+// which kuma-cni lets through, is refused as everywhere here.
+func kumaLegacyPortList(v string) ([]rules.PortRange, error) {
+	if v == "" {
+		return nil, fmt.Errorf("empty port list (kuma-cni fails on it; omit the annotation for the default)")
+	}
+	var out []rules.PortRange
+	for _, item := range strings.Split(v, ",") {
+		n, err := strconv.ParseUint(item, 10, 16)
+		if err != nil || n == 0 {
+			return nil, fmt.Errorf("invalid port %q: want a number from 1 to 65535, comma-separated, no blanks or ranges", item)
+		}
+		out = append(out, rules.PortRange{First: uint16(n), Last: uint16(n)})
+	}
+	return out, nil
 }
 
 // kumaFlag reads enabled/disabled/true/false (any case), as kuma-cni does.

@@ -147,11 +147,12 @@ func TestKumaSpec(t *testing.T) {
 	})
 	t.Run("legacy annotations", func(t *testing.T) {
 		s := decide(t, map[string]string{
-			KumaInboundPort: "15055", KumaExcludeInbound: "80", KumaProbeProxyPort: "0", KumaExcludeOutbound: "",
+			KumaInboundPort: "15055", KumaExcludeInbound: "80", KumaProbeProxyPort: "0", KumaExcludeOutbound: "5432",
 			KumaBuiltinDNS: "enabled", KumaBuiltinDNSPort: "15099", KumaGateway: "enabled",
 			KumaExcludeOutForUIDs: "udp:53:3000;4000-4001", KumaExcludeOutIPs: "10.0.0.1",
 		})
-		if s.InboundPort != 15055 || !reflect.DeepEqual(s.IgnoreInbound, []rules.PortRange{{First: 80, Last: 80}}) || len(s.IgnoreOutbound) != 0 {
+		// A gateway: kuma-cni reads no inbound exclusion at all.
+		if s.InboundPort != 15055 || s.IgnoreInbound != nil || !reflect.DeepEqual(s.IgnoreOutbound, []rules.PortRange{{First: 5432, Last: 5432}}) {
 			t.Errorf("%+v", s)
 		}
 		if !s.CaptureDNS || s.DNSPort != 15099 || s.InboundPorts == nil || len(s.InboundPorts) != 0 {
@@ -184,5 +185,28 @@ func TestKumaBadAnnotations(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), ann[0]) {
 			t.Errorf("%s=%q: got %v, want an error naming the annotation and %q", ann[0], ann[1], err, want)
 		}
+	}
+}
+
+// TestKumaDropInvalid: drop-invalid-packets is honoured in both forms (the
+// annotation, the config's dropInvalidPackets), never ignored.
+func TestKumaDropInvalid(t *testing.T) {
+	for _, ann := range []map[string]string{
+		{KumaDropInvalid: "true"},
+		{KumaDropInvalid: "Enabled"},
+		{KumaConfig: "dropInvalidPackets: true"},
+	} {
+		d, err := Decide(kumaOn(), kumaSpecPod(ann, false), nil)
+		if err != nil || !d.Meshed || !d.Spec.DropInvalid {
+			t.Errorf("%v: want INVALID dropped, got %+v %v", ann, d.Spec, err)
+			continue
+		}
+		if rs := rules.Generate(*d.Spec); !strings.Contains(rules.Nft(rs), "ct state invalid counter drop") {
+			t.Errorf("%v: no drop rule in\n%s", ann, rules.Nft(rs))
+		}
+	}
+	d, err := Decide(kumaOn(), kumaSpecPod(nil, false), nil)
+	if err != nil || d.Spec.DropInvalid {
+		t.Errorf("default: want no drop, got %+v %v", d.Spec, err)
 	}
 }

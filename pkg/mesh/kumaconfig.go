@@ -16,9 +16,10 @@ import (
 // keys (retries, logging, executables) are Kuma's own and are ignored, as
 // kuma-cni's reader does; an omitted key keeps the profile's setting.
 type kumaConfig struct {
-	KumaDPUser   *string `json:"kumaDPUser"`
-	IPFamilyMode *string `json:"ipFamilyMode"`
-	Redirect     struct {
+	KumaDPUser         *string `json:"kumaDPUser"`
+	IPFamilyMode       *string `json:"ipFamilyMode"`
+	DropInvalidPackets *bool   `json:"dropInvalidPackets"` // config.go:561
+	Redirect           struct {
 		Inbound  kumaFlow `json:"inbound"`
 		Outbound kumaFlow `json:"outbound"`
 		DNS      struct {
@@ -125,6 +126,7 @@ func kumaConfigSpec(s rules.Spec, raw string) (rules.Spec, bool, error) {
 		return s, false, bad("redirect.outbound.excludePortsForUIDs", err)
 	}
 	s.CaptureDNS = r.DNS.Enabled != nil && *r.DNS.Enabled
+	s.DropInvalid = c.DropInvalidPackets != nil && *c.DropInvalidPackets
 	return s, inbound, nil
 }
 
@@ -133,7 +135,7 @@ func kumaConfigSpec(s rules.Spec, raw string) (rules.Spec, bool, error) {
 // configured ignore list.
 func kumaPortLists(f kumaFlow, ignore, include []rules.PortRange) ([]rules.PortRange, []rules.PortRange, error) {
 	if f.IncludePorts != nil && *f.IncludePorts != "" {
-		in, err := ParsePorts(string(*f.IncludePorts))
+		in, err := kumaConfigPorts(string(*f.IncludePorts))
 		if err != nil {
 			return nil, nil, fmt.Errorf("includePorts: %w", err)
 		}
@@ -142,9 +144,26 @@ func kumaPortLists(f kumaFlow, ignore, include []rules.PortRange) ([]rules.PortR
 	if f.ExcludePorts == nil {
 		return ignore, include, nil
 	}
-	ex, err := ParsePorts(string(*f.ExcludePorts))
+	ex, err := kumaConfigPorts(string(*f.ExcludePorts))
 	if err != nil {
 		return nil, nil, fmt.Errorf("excludePorts: %w", err)
 	}
 	return ex, include, nil
+}
+
+// kumaConfigPorts reads a port list of the config: single ports only, as
+// Kuma's Ports does (pkg/transparentproxy/config/config.go:101-121 and
+// parsePort in utils.go:23-31: a range is not a port). Unlike Kuma, an
+// empty item between commas is an error here, as in every list.
+func kumaConfigPorts(v string) ([]rules.PortRange, error) {
+	ps, err := ParsePorts(v)
+	if err != nil {
+		return nil, err
+	}
+	for _, p := range ps {
+		if p.First != p.Last {
+			return nil, fmt.Errorf("invalid port %d-%d: Kuma takes single ports, not ranges", p.First, p.Last)
+		}
+	}
+	return ps, nil
 }

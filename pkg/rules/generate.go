@@ -23,6 +23,7 @@ const (
 	ChainTProxy               = "MESH_TPROXY"
 	ChainDivert               = "MESH_DIVERT"
 	ChainProxySelf            = "MESH_PROXY_SELF"
+	ChainDropInvalid          = "MESH_DROP_INVALID"
 	commentPrefix             = "mesh-cni/"
 	fullMask           uint32 = 0xffffffff
 )
@@ -52,8 +53,20 @@ func Generate(spec Spec) RuleSet {
 	}
 	nat.Chains = append(nat.Chains, outputChain(s))
 	rs.Tables = append(rs.Tables, nat)
+	if s.DropInvalid {
+		if mangle == nil {
+			mangle = &Table{Name: "mangle"}
+		}
+		mangle.Chains = append(mangle.Chains, Chain{Name: ChainDropInvalid, Hook: PreRouting, Rules: []Rule{
+			{CtState: []string{"INVALID"}, Verdict: Verdict{Kind: Drop}, Comment: cm("drop-invalid")}}})
+	}
 	if mangle != nil {
 		rs.Tables = append(rs.Tables, *mangle)
+	}
+	for _, a := range s.LoopbackAddrs {
+		if slices.Contains(s.Families, familyOf(a)) {
+			rs.LoopbackAddrs = append(rs.LoopbackAddrs, a)
+		}
 	}
 	return rs
 }
@@ -197,6 +210,9 @@ func proxySelfChain(s Spec) Chain {
 func outputChain(s Spec) Chain {
 	c := Chain{Name: ChainOutput, Hook: Output}
 	ret := Verdict{Kind: Return}
+	if s.DNSFirst {
+		c.Rules = append(c.Rules, dnsRules(s)...)
+	}
 	c.Rules = append(c.Rules, excludeIfaceRules(s, false)...)
 	if s.LoopbackToInbound {
 		c.Rules = append(c.Rules, Rule{OutIface: "lo", Src: passthroughSources, Verdict: ret, Comment: cm("inbound-passthrough")})
@@ -210,10 +226,20 @@ func outputChain(s Spec) Chain {
 			Verdict: Verdict{Kind: Jump, Chain: ChainProxySelf}, Comment: cm("proxy-to-self")})
 	}
 	c.Rules = append(c.Rules, proxyRules(s, Rule{Verdict: ret, Comment: cm("proxy")})...)
+	// SkipSubnets is Linkerd's skip-subnets: inbound sources only.
+	skip := s.SkipOutboundSubnets
+	skipRule := Rule{Dst: skip, Verdict: ret, Comment: cm("skip-subnets")}
 	if s.ExemptDNS {
+		// Kuma returns its excluded destinations and owners before DNS
+		// capture (kumahq/kuma v2.14.3 builder_table_nat.go:228-306).
 		c.Rules = append(c.Rules, exemptRules(s)...)
+		if len(skip) > 0 {
+			c.Rules = append(c.Rules, skipRule)
+		}
 	}
-	c.Rules = append(c.Rules, dnsRules(s)...)
+	if !s.DNSFirst {
+		c.Rules = append(c.Rules, dnsRules(s)...)
+	}
 	if !s.ExemptDNS {
 		c.Rules = append(c.Rules, exemptRules(s)...)
 	}
@@ -221,9 +247,8 @@ func outputChain(s Spec) Chain {
 	if len(s.IgnoreOutbound) > 0 {
 		c.Rules = append(c.Rules, Rule{Proto: TCP, DPorts: s.IgnoreOutbound, Verdict: ret, Comment: cm("outbound-ignore-ports")})
 	}
-	// SkipSubnets is Linkerd's skip-subnets: inbound sources only.
-	if len(s.SkipOutboundSubnets) > 0 {
-		c.Rules = append(c.Rules, Rule{Dst: s.SkipOutboundSubnets, Verdict: ret, Comment: cm("skip-subnets")})
+	if len(skip) > 0 && !s.ExemptDNS {
+		c.Rules = append(c.Rules, skipRule)
 	}
 	redirect := Verdict{Kind: RedirectTo, Port: s.OutboundPort}
 	if s.IncludeSubnets == nil {
@@ -320,6 +345,7 @@ func normalize(s Spec) Spec {
 		}
 	}
 	s.SkipInboundSources = mergePrefixes(s.SkipInboundSources)
+	s.LoopbackAddrs = mergePrefixes(s.LoopbackAddrs)
 	s.ExemptUIDs = slices.Clone(s.ExemptUIDs)
 	for i, e := range s.ExemptUIDs {
 		e.Ports = mergePorts(e.Ports)

@@ -100,16 +100,23 @@ func scenarios() []scenario {
 		// come before DNS capture.
 		{"kuma-default", Spec{Mesh: "kuma", Families: dual, ProxyUID: 5678, ProxyGID: u32(5678), InboundPort: 15006,
 			OutboundPort: 15001, Mode: Redirect, LoopbackToInbound: true, CaptureDNS: true, DNSPort: 15053,
-			DNSUDPOnly: true, ExemptDNS: true, IgnoreInbound: ports("9001", "9901"), IgnoreOutbound: ports("9901")}},
+			DNSUDPOnly: true, ExemptDNS: true, IgnoreInbound: ports("9001", "9901"), IgnoreOutbound: ports("9901"),
+			LoopbackAddrs: pfx("::6/128")}},
+		// traffic.kuma.io/drop-invalid-packets: conntrack INVALID dropped
+		// in mangle PREROUTING; IPv4 only: no ::6 on lo.
+		{"kuma-drop-invalid", Spec{Mesh: "kuma", Families: v4, ProxyUID: 5678, InboundPort: 15006, OutboundPort: 15001,
+			Mode: Redirect, LoopbackToInbound: true, DNSUDPOnly: true, ExemptDNS: true, DropInvalid: true,
+			LoopbackAddrs: pfx("::6/128")}},
 		{"kuma-exclusions", Spec{Mesh: "kuma", Families: dual, ProxyUID: 5678, InboundPort: 15006, OutboundPort: 15001,
 			Mode: Redirect, LoopbackToInbound: true, CaptureDNS: true, DNSPort: 15053, DNSUDPOnly: true, ExemptDNS: true,
 			SkipInboundSources: pfx("10.10.0.0/16", "fd00:10::/64"), SkipOutboundSubnets: pfx("10.20.0.0/16"),
 			ExemptUIDs: []UIDExemption{{First: 1000, Last: 1000}, {First: 2000, Last: 2999, Proto: TCP, Ports: ports("22", "443")},
 				{First: 3000, Last: 3000, Ports: ports("53")}}}},
-		// Consul: DNS to its local resolver only, whoever sends it; the
-		// connect-inject init container's UID after it.
+		// Consul: DNS to its local resolver only, whoever sends it, the
+		// proxy too (before its RETURN); the connect-inject init
+		// container's UID after it.
 		{"consul-default", Spec{Mesh: "consul", Families: dual, ProxyUID: 5995, ProxyGID: u32(5995), InboundPort: 20000,
-			OutboundPort: 15001, Mode: Redirect, CaptureDNS: true, DNSPort: 8600, DNSDest: pfx("127.0.0.1/32"),
+			OutboundPort: 15001, Mode: Redirect, CaptureDNS: true, DNSPort: 8600, DNSDest: pfx("127.0.0.1/32"), DNSFirst: true,
 			IgnoreInbound: ports("20200"), ExemptUIDs: []UIDExemption{{First: 5996, Last: 5996}}}},
 		{"many-ports", with(linkerdSpec(dual), func(s *Spec) {
 			s.IgnoreInbound = ports(many...)
@@ -128,6 +135,9 @@ func render(rs RuleSet) string {
 	fmt.Fprintf(&b, "# nft -f\n%s", Nft(rs))
 	for _, pr := range rs.PolicyRoutes {
 		fmt.Fprintf(&b, "\n# policy route: fwmark %d lookup %d; local default dev lo table %d\n", pr.Mark, pr.Table, pr.Table)
+	}
+	for _, a := range rs.LoopbackAddrs {
+		fmt.Fprintf(&b, "\n# ip addr add %s dev lo\n", a)
 	}
 	return b.String()
 }

@@ -104,6 +104,13 @@ func helper(spec string) int {
 		}
 		fmt.Println("ready")
 		select {}
+	case "invalid":
+		n, _ := strconv.Atoi(f[4])
+		port, _ := strconv.Atoi(f[3])
+		if err := sendInvalid(f[2], port, n); err != nil {
+			return fail(err)
+		}
+		return 0
 	case "dial":
 		if err := dropTo(uid); err != nil {
 			return fail(err)

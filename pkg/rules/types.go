@@ -23,6 +23,12 @@
 //   - nft: with a single family in RuleSet.Families, a rule without an
 //     address match also matches "meta nfproto" of that family (so nft and
 //     iptables program the same traffic). See rules.NftRule, NftBaseChain.
+//   - Spec.DNSFirst puts DNS capture before the proxy's RETURN (Consul);
+//     with Spec.ExemptDNS the outbound skip subnets come before DNS capture
+//     too (Kuma). Spec.DropInvalid adds mangle PREROUTING chain
+//     MESH_DROP_INVALID (ct state INVALID, drop). Spec.LoopbackAddrs become
+//     RuleSet.LoopbackAddrs (those of the programmed families), which the
+//     plugin adds to lo; no backend writes them.
 //   - Verdict kind Drop ("-j DROP", nft "drop"; not in the nat table). TPROXY
 //     mode follows the TPROXY rule with a drop of the same match: nft's
 //     tproxy is not terminal, and without it a connection reached the app
@@ -91,13 +97,25 @@ type Spec struct {
 	// captures what goes to its local resolver; nil: every destination).
 	DNSUDPOnly bool
 	DNSDest    []netip.Prefix
+	// DNSFirst puts DNS capture before the proxy's own exemption, so the
+	// proxy's queries reach the DNS port too (Consul's DNS rule sits in
+	// OUTPUT before its proxy RETURN, with no owner match).
+	DNSFirst bool
+	// DropInvalid drops conntrack-INVALID packets in mangle PREROUTING
+	// (Kuma's drop-invalid-packets).
+	DropInvalid bool
+	// LoopbackAddrs are added to lo before the rules (Kuma's inbound
+	// passthrough source ::6 when IPv6 is redirected). They stay until the
+	// netns goes: the mesh's own plugin never removes them either.
+	LoopbackAddrs []netip.Prefix
 
 	// ExemptUIDs are further owners whose outbound traffic is not
 	// redirected (Consul's ExcludeUIDs, Kuma's excludePortsForUIDs): the
 	// pod's own, declared exemptions, matched after DNS capture.
 	ExemptUIDs []UIDExemption
-	// ExemptDNS: ExemptUIDs come before DNS capture, so they skip it too
-	// (Kuma's order); otherwise DNS capture applies to them (Consul's).
+	// ExemptDNS: ExemptUIDs and the outbound skip subnets come before DNS
+	// capture, so they skip it too (Kuma's order); otherwise DNS capture
+	// applies to them (Consul's).
 	ExemptDNS bool
 	// SkipInboundSources: inbound connections from these sources are not
 	// redirected (Kuma's inbound excludePortsForIPs).
@@ -121,6 +139,8 @@ type RuleSet struct {
 	// PolicyRoutes are needed by TPROXY: "ip rule fwmark Mark lookup Table"
 	// plus "local default dev lo table Table", per family.
 	PolicyRoutes []PolicyRoute
+	// LoopbackAddrs are addresses the pod's lo must hold (Spec.LoopbackAddrs).
+	LoopbackAddrs []netip.Prefix
 }
 
 // PolicyRoute is a fwmark rule and its local route table.

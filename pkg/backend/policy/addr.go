@@ -1,0 +1,112 @@
+package policy
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"os"
+
+	"github.com/mdlayher/netlink"
+	"github.com/mdlayher/netlink/nlenc"
+	"golang.org/x/sys/unix"
+)
+
+// AddLoopbackAddrs adds addrs to the netns's lo (ip addr add ... dev lo);
+// an address already there is fine. They are not removed on DEL: the
+// mesh's own plugin never removes them, and they go with the netns.
+func AddLoopbackAddrs(ns *os.File, addrs []netip.Prefix) error {
+	if len(addrs) == 0 {
+		return nil
+	}
+	c, err := dial(ns)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	lo, err := c.linkByName("lo")
+	if err != nil {
+		return fmt.Errorf("loopback: %w", err)
+	}
+	for _, a := range addrs {
+		if err := c.addrAdd(lo.index, a); err != nil && !errors.Is(err, unix.EEXIST) {
+			return fmt.Errorf("add %s to lo: %w", a, err)
+		}
+	}
+	return nil
+}
+
+// HasLoopbackAddrs names the first of addrs lo does not hold.
+func HasLoopbackAddrs(ns *os.File, addrs []netip.Prefix) error {
+	if len(addrs) == 0 {
+		return nil
+	}
+	c, err := dial(ns)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	lo, err := c.linkByName("lo")
+	if err != nil {
+		return fmt.Errorf("loopback: %w", err)
+	}
+	msgs, err := c.dump(unix.RTM_GETADDR, ifaddrmsg(unix.AF_UNSPEC, 0, 0))
+	if err != nil {
+		return fmt.Errorf("list addresses: %w", err)
+	}
+	have := map[netip.Prefix]bool{}
+	for _, m := range msgs {
+		if p, ok := parseAddr(m, lo.index); ok {
+			have[p] = true
+		}
+	}
+	for _, a := range addrs {
+		if !have[a] {
+			return fmt.Errorf("address %s on lo is missing", a)
+		}
+	}
+	return nil
+}
+
+// ifaddrmsg is struct ifaddrmsg (8 bytes): family, prefix length, flags,
+// scope, interface index.
+func ifaddrmsg(family, bits uint8, index int32) []byte {
+	b := make([]byte, 8)
+	b[0], b[1], b[3] = family, bits, unix.RT_SCOPE_HOST
+	nlenc.PutInt32(b[4:8], index)
+	return b
+}
+
+func (c *conn) addrAdd(index int32, p netip.Prefix) error {
+	af := uint8(unix.AF_INET)
+	if p.Addr().Is6() {
+		af = unix.AF_INET6
+	}
+	ae := netlink.NewAttributeEncoder()
+	ae.Bytes(unix.IFA_LOCAL, p.Addr().AsSlice())
+	ae.Bytes(unix.IFA_ADDRESS, p.Addr().AsSlice())
+	attrs, err := ae.Encode()
+	if err != nil {
+		return err
+	}
+	return c.do(unix.RTM_NEWADDR, netlink.Create|netlink.Excl, append(ifaddrmsg(af, uint8(p.Bits()), index), attrs...))
+}
+
+// parseAddr reads one RTM_NEWADDR answer of interface index.
+func parseAddr(m netlink.Message, index int32) (netip.Prefix, bool) {
+	if m.Header.Type != unix.RTM_NEWADDR || len(m.Data) < 8 || nlenc.Int32(m.Data[4:8]) != index {
+		return netip.Prefix{}, false
+	}
+	bits := int(m.Data[1])
+	ad, err := netlink.NewAttributeDecoder(m.Data[8:])
+	if err != nil {
+		return netip.Prefix{}, false
+	}
+	for ad.Next() {
+		if ad.Type() == unix.IFA_ADDRESS || ad.Type() == unix.IFA_LOCAL {
+			if a, ok := netip.AddrFromSlice(ad.Bytes()); ok {
+				return netip.PrefixFrom(a, bits), true
+			}
+		}
+	}
+	return netip.Prefix{}, false
+}
