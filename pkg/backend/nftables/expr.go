@@ -17,11 +17,13 @@ import (
 
 // builder turns IR rules into nftables expressions for our inet table.
 // Lists of addresses or ports become anonymous interval sets, added to the
-// same batch before the rule that looks them up.
+// same batch before the rule that looks them up; with sets non-nil (Check)
+// they are only recorded there, by set id.
 type builder struct {
 	conn   *nftables.Conn
 	table  *nftables.Table
 	setIDs uint32 // set ids are per batch; google/nftables' own counter is an unguarded global
+	sets   map[uint32][]nftables.SetElement
 }
 
 // rules returns the expression lists r becomes, following the layout of
@@ -282,7 +284,9 @@ func (b *builder) ports(ps []rules.PortRange, not bool, off uint32) ([]expr.Any,
 func (b *builder) set(keyType nftables.SetDatatype, ranges [][2][]byte, not bool) (expr.Any, error) {
 	b.setIDs++
 	s := &nftables.Set{Table: b.table, ID: b.setIDs, Name: "__set%d", Anonymous: true, Constant: true, Interval: true, KeyType: keyType}
-	if err := b.conn.AddSet(s, intervals(ranges)); err != nil {
+	if b.sets != nil {
+		b.sets[s.ID] = intervals(ranges)
+	} else if err := b.conn.AddSet(s, intervals(ranges)); err != nil {
 		return nil, fmt.Errorf("anonymous set: %w", err)
 	}
 	return &expr.Lookup{SourceRegister: 1, SetName: s.Name, SetID: s.ID, Invert: not}, nil
