@@ -23,7 +23,8 @@ func richSpec(mode rules.Mode) rules.Spec {
 		{First: 5000, Last: 5009, Ports: []rules.PortRange{{First: 8443, Last: 8443}}},
 		{First: 6000, Last: 6000, Proto: rules.TCP},
 	}
-	s.SkipInboundSources = []netip.Prefix{netip.MustParsePrefix("198.51.100.0/24"), netip.MustParsePrefix("fd00:51::/64")}
+	s.SkipInboundSources = []netip.Prefix{netip.MustParsePrefix("198.51.100.0/24"), netip.MustParsePrefix("fd00:51::/64"),
+		netip.MustParsePrefix("192.0.2.64/26"), netip.MustParsePrefix("fd00:52::/48")}
 	s.SkipSubnets = []netip.Prefix{netip.MustParsePrefix("192.0.2.0/24")}
 	s.ExcludeIfaces = []string{"eth9"}
 	s.LoopbackToInbound = true
@@ -31,6 +32,9 @@ func richSpec(mode rules.Mode) rules.Spec {
 	s.IncludeSubnets = []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("fd00:1::/64")}
 	s.IncludeOutbound = []rules.PortRange{{First: 443, Last: 443}}
 	s.DNSDest = []netip.Prefix{netip.MustParsePrefix("10.96.0.10/32")}
+	// Three of each, so an element can be removed and a set is left.
+	s.IgnoreOutbound = append(s.IgnoreOutbound, rules.PortRange{First: 9200, Last: 9200})
+	s.SkipOutboundSubnets = append(s.SkipOutboundSubnets, netip.MustParsePrefix("100.64.0.0/10"), netip.MustParsePrefix("fd00:22::/64"))
 	return s
 }
 
@@ -39,6 +43,7 @@ func richSpec(mode rules.Mode) rules.Spec {
 type mutant struct {
 	what string // chain, rule number, change
 	kind string // the kind of rule or field changed
+	name string // the set element Check must name, if a set was changed
 	rs   rules.RuleSet
 }
 
@@ -50,7 +55,7 @@ func mutants(rs rules.RuleSet) []mutant {
 				for _, m := range ruleMutants(r) {
 					c := cloneRuleSet(rs)
 					c.Tables[ti].Chains[ci].Rules[ri] = m.r
-					out = append(out, mutant{what: fmt.Sprintf("%s %s rule %d (%s): %s", tb.Name, ch.Name, ri+1, r.Comment, m.what), kind: m.kind, rs: c})
+					out = append(out, mutant{what: fmt.Sprintf("%s %s rule %d (%s): %s", tb.Name, ch.Name, ri+1, r.Comment, m.what), kind: m.kind, name: m.name, rs: c})
 				}
 			}
 		}
@@ -71,8 +76,8 @@ func cloneRuleSet(rs rules.RuleSet) rules.RuleSet {
 }
 
 type changed struct {
-	what, kind string
-	r          rules.Rule
+	what, kind, name string
+	r                rules.Rule
 }
 
 // ruleMutants changes one thing of r at a time, keeping the rule valid
@@ -82,7 +87,7 @@ func ruleMutants(r rules.Rule) []changed {
 	add := func(kind, what string, f func(*rules.Rule)) {
 		m := r
 		f(&m)
-		out = append(out, changed{what, kind, m})
+		out = append(out, changed{what: what, kind: kind, r: m})
 	}
 	v := r.Verdict
 	switch v.Kind {
@@ -107,9 +112,7 @@ func ruleMutants(r rules.Rule) []changed {
 			m.Proto = map[rules.Proto]rules.Proto{rules.TCP: rules.UDP, rules.UDP: rules.TCP}[r.Proto]
 		})
 	}
-	// A list of several ports or prefixes (of one family) is an
-	// anonymous set, whose contents Check leaves aside (see its doc):
-	// such a list is only negated, not edited.
+	out = append(out, setMutants(r)...)
 	if len(r.DPorts) == 1 {
 		add("dport", "port +1", func(m *rules.Rule) { m.DPorts = shiftPorts(r.DPorts) })
 	}
@@ -229,17 +232,23 @@ func TestNftCheckRuleReplacedInPlace(t *testing.T) {
 				t.Errorf("%s %s: the change altered the rule count, not a replacement in place: %v", mode, m.what, err)
 			case !strings.Contains(err.Error(), "differs"):
 				t.Errorf("%s %s: %v, want an error naming the rule that differs", mode, m.what, err)
+			case m.name != "" && !strings.Contains(err.Error(), m.name):
+				t.Errorf("%s %s: %v, want an error naming the set element %s", mode, m.what, err, m.name)
 			default:
 				kinds[m.kind]++
 			}
 		}
 	}
-	// Every kind of rule the generator writes, and every verdict, was
-	// changed at least once.
+	// Every kind of rule the generator writes, every verdict, and every
+	// kind of set element was changed at least once.
 	for _, k := range []string{
 		"verdict RETURN", "verdict ACCEPT", "verdict DROP", "verdict JUMP", "verdict REDIRECT", "verdict TPROXY",
 		"verdict MARK", "verdict CONNMARK_SAVE", "verdict CONNMARK_RESTORE",
 		"proto", "dport", "daddr", "saddr", "uid", "uid range", "gid", "mark", "ct mark", "ct state", "iifname", "oifname",
+		"dport set: port changed", "dport set: range changed", "dport set: port added", "dport set: port removed",
+		"daddr set: v4 prefix moved", "daddr set: v4 prefix added", "daddr set: v4 prefix removed",
+		"daddr set: v6 prefix moved", "daddr set: v6 prefix added", "daddr set: v6 prefix removed",
+		"saddr set: v4 prefix moved", "saddr set: v4 prefix added", "saddr set: v6 prefix moved", "saddr set: v6 prefix added",
 	} {
 		if kinds[k] == 0 {
 			t.Errorf("no detected change of kind %q", k)
@@ -249,22 +258,48 @@ func TestNftCheckRuleReplacedInPlace(t *testing.T) {
 }
 
 // TestNftCheckRuleReplacedByNft: the same, with the rule rewritten behind
-// the backend's back by "nft replace rule" (its handle kept): a port and a
-// verdict.
+// the backend's back by "nft replace rule" (its handle kept): a port, a
+// verdict, and one element of each kind of anonymous set (the kernel
+// refuses "nft add/delete element" on an anonymous set, so the rule is
+// replaced, in one nft transaction, by one carrying another set). Check must name the element. A
+// rule replaced by itself, its set now encoded by nft (descending, with an
+// end element at zero), must pass.
 func TestNftCheckRuleReplacedByNft(t *testing.T) {
 	b := mustNew(t, backend.NFTables)
-	rs := rules.Generate(testSpec(rules.Redirect))
-	for _, tc := range []struct{ name, from, to string }{
-		{"port", fmt.Sprintf("redirect to :%d", outboundPort), fmt.Sprintf("redirect to :%d", outboundPort+1)},
-		{"verdict", "redirect to :15053", "accept"},
-		{"return", `return comment "mesh-cni/loopback"`, `accept comment "mesh-cni/loopback"`},
+	plain, rich := rules.Generate(testSpec(rules.Redirect)), rules.Generate(richSpec(rules.Redirect))
+	const ports, v4, v6 = "{ 9090, 9095-9099, 9200 }", "{ 100.64.0.0/10, 192.0.2.0/24, 198.19.1.0/24, 203.0.113.0/24 }", "{ 2001:db8::/32, fd00:20::/64, fd00:22::/64 }"
+	const src4, src6 = "{ 192.0.2.64/26, 198.51.100.0/24 }", "{ fd00:51::/64, fd00:52::/48 }"
+	for _, tc := range []struct {
+		name, from, to string
+		rs             rules.RuleSet
+		chain          string
+		element        string // the element Check must name; "" any difference, "same" none
+	}{
+		{"port", fmt.Sprintf("redirect to :%d", outboundPort), fmt.Sprintf("redirect to :%d", outboundPort+1), plain, rules.ChainOutput, ""},
+		{"verdict", "redirect to :15053", "accept", plain, rules.ChainOutput, ""},
+		{"return", `return comment "mesh-cni/loopback"`, `accept comment "mesh-cni/loopback"`, plain, rules.ChainOutput, ""},
+		{"set port changed", ports, "{ 9091, 9095-9099, 9200 }", rich, rules.ChainOutput, "9090"},
+		{"set range changed", ports, "{ 9090, 9095-9098, 9200 }", rich, rules.ChainOutput, "9095-9099"},
+		{"set port added", ports, "{ 9090, 9095-9099, 9200, 9300 }", rich, rules.ChainOutput, "9300"},
+		{"set port removed", ports, "{ 9090, 9095-9099 }", rich, rules.ChainOutput, "9200"},
+		{"set v4 prefix changed", v4, "{ 100.64.0.0/10, 192.0.2.0/25, 198.19.1.0/24, 203.0.113.0/24 }", rich, rules.ChainOutput, "192.0.2.0/24"},
+		{"set v4 prefix added", v4, "{ 100.64.0.0/10, 192.0.2.0/24, 198.19.1.0/24, 203.0.113.0/24, 233.252.0.0/24 }", rich, rules.ChainOutput, "233.252.0.0/24"},
+		{"set v4 prefix removed", v4, "{ 100.64.0.0/10, 192.0.2.0/24, 198.19.1.0/24 }", rich, rules.ChainOutput, "203.0.113.0/24"},
+		{"set v6 prefix changed", v6, "{ 2001:db8::/33, fd00:20::/64, fd00:22::/64 }", rich, rules.ChainOutput, "2001:db8::/32"},
+		{"set v6 prefix added", v6, "{ 2001:db8::/32, 3fff:100::/32, fd00:20::/64, fd00:22::/64 }", rich, rules.ChainOutput, "3fff:100::/32"},
+		{"set v6 prefix removed", v6, "{ 2001:db8::/32, fd00:20::/64 }", rich, rules.ChainOutput, "fd00:22::/64"},
+		{"source set v4 prefix moved", src4, "{ 192.0.2.128/26, 198.51.100.0/24 }", rich, rules.ChainInbound, "192.0.2.64/26"},
+		{"source set v6 prefix added", src6, "{ fd00:51::/64, fd00:52::/48, fd00:53::/48 }", rich, rules.ChainInbound, "fd00:53::/48"},
+		{"same port set", ports, ports, rich, rules.ChainOutput, "same"},
+		{"same v4 set", v4, v4, rich, rules.ChainOutput, "same"},
+		{"same v6 set", v6, v6, rich, rules.ChainOutput, "same"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			n := newNS(t)
-			if err := b.Apply(n.Path(), rs); err != nil {
+			if err := b.Apply(n.Path(), tc.rs); err != nil {
 				t.Fatal(err)
 			}
-			out, err := run(n, "nft", "-a", "list", "chain", "inet", rules.NftTable, rules.ChainOutput)
+			out, err := run(n, "nft", "-a", "list", "chain", "inet", rules.NftTable, tc.chain)
 			if err != nil {
 				t.Fatalf("nft list: %v\n%s", err, out)
 			}
@@ -279,11 +314,26 @@ func TestNftCheckRuleReplacedByNft(t *testing.T) {
 			if handle == "" {
 				t.Fatalf("no rule with %q in\n%s", tc.from, out)
 			}
-			if out, err := run(n, "nft", "replace rule inet "+rules.NftTable+" "+rules.ChainOutput+" handle "+handle+" "+rule); err != nil {
-				t.Fatalf("nft replace: %v\n%s", err, out)
+			chain := "inet " + rules.NftTable + " " + tc.chain
+			cmd := "replace rule " + chain + " handle " + handle + " " + rule
+			if strings.HasPrefix(tc.from, "{") {
+				// nft (1.0.6) aborts on "replace rule" with an anonymous
+				// interval set: insert before, delete, in one transaction.
+				cmd = "insert rule " + chain + " position " + handle + " " + rule + "; delete rule " + chain + " handle " + handle
 			}
-			if err := b.Check(n.Path(), rs); err == nil || !strings.Contains(err.Error(), "differs") {
+			if out, err := run(n, "nft", cmd); err != nil {
+				t.Fatalf("nft %s: %v\n%s", cmd, err, out)
+			}
+			err = b.Check(n.Path(), tc.rs)
+			switch {
+			case tc.element == "same":
+				if err != nil {
+					t.Errorf("Check after nft rewrote the rule unchanged: %v", err)
+				}
+			case err == nil || !strings.Contains(err.Error(), "differs"):
 				t.Errorf("Check after replacing %q with %q: %v, want an error naming the rule that differs", tc.from, tc.to, err)
+			case !strings.Contains(err.Error(), tc.element):
+				t.Errorf("Check after replacing %q with %q: %v, want an error naming %s", tc.from, tc.to, err, tc.element)
 			}
 		})
 	}

@@ -14,8 +14,8 @@ import (
 
 // Check verifies that the netns holds rs: every table and chain, the hook of
 // each base chain, and per chain the same number of rules with the same
-// expressions (set contents and counters aside). The error names the first
-// thing missing or different.
+// expressions and the same elements in the anonymous sets they look up
+// (counters aside). The error names the first thing missing or different.
 func (b *Backend) Check(netnsPath string, rs rules.RuleSet) error {
 	if err := validate.RuleSet(rs); err != nil {
 		return fmt.Errorf("invalid rule set: %w", err)
@@ -30,15 +30,12 @@ func (b *Backend) Check(netnsPath string, rs rules.RuleSet) error {
 		return err
 	}
 	defer c.CloseLasting()
-	scratch, err := nftables.New() // collects the expected sets; never flushed
-	if err != nil {
-		return fmt.Errorf("nftables netlink: %w", err)
-	}
 	have, err := c.ListChainsOfTableFamily(table.Family)
 	if err != nil {
 		return fmt.Errorf("list nftables chains: %w", err)
 	}
-	bld := &builder{conn: scratch, table: table}
+	bld := &builder{table: table, sets: map[uint32][]nftables.SetElement{}}
+	ks := &kernelSets{conn: c}
 	for _, t := range rs.Tables {
 		for _, ch := range t.Chains {
 			got := find(have, table.Name, ch.Name)
@@ -49,7 +46,7 @@ func (b *Backend) Check(netnsPath string, rs rules.RuleSet) error {
 			if err := checkHook(t.Name, ch, got); err != nil {
 				return fmt.Errorf("%s: %w", where, err)
 			}
-			if err := checkRules(c, bld, ch, rs.Families, got); err != nil {
+			if err := checkRules(c, ks, bld, ch, rs.Families, got); err != nil {
 				return fmt.Errorf("%s: %w", where, err)
 			}
 		}
@@ -92,27 +89,47 @@ func checkHook(table string, want rules.Chain, got *nftables.Chain) error {
 	return nil
 }
 
-func checkRules(c *nftables.Conn, b *builder, want rules.Chain, families []rules.Family, got *nftables.Chain) error {
-	var sigs []string
+// wantRule is one kernel rule Check expects: its signature, the elements
+// of the sets it looks up, in order, and the comment of its IR rule.
+type wantRule struct {
+	sig, comment string
+	sets         [][]nftables.SetElement
+}
+
+func checkRules(c *nftables.Conn, ks *kernelSets, b *builder, want rules.Chain, families []rules.Family, got *nftables.Chain) error {
+	var ws []wantRule
 	for i, r := range want.Rules {
 		es, err := b.rules(r, families)
 		if err != nil {
 			return fmt.Errorf("rule %d: %w", i+1, err)
 		}
 		for _, e := range es {
-			sigs = append(sigs, signature(e))
+			w := wantRule{sig: signature(e), comment: r.Comment}
+			for _, x := range e {
+				if l, ok := x.(*expr.Lookup); ok {
+					w.sets = append(w.sets, b.sets[l.SetID])
+				}
+			}
+			ws = append(ws, w)
 		}
 	}
 	have, err := c.GetRules(got.Table, got)
 	if err != nil {
 		return fmt.Errorf("list rules: %w", err)
 	}
-	if len(have) != len(sigs) {
-		return fmt.Errorf("has %d rules, want %d", len(have), len(sigs))
+	if len(have) != len(ws) {
+		return fmt.Errorf("has %d rules, want %d", len(have), len(ws))
 	}
 	for i, r := range have {
-		if s := signature(r.Exprs); s != sigs[i] {
-			return fmt.Errorf("rule %d differs: have %s, want %s", i+1, s, sigs[i])
+		w := ws[i]
+		if s := signature(r.Exprs); s != w.sig {
+			return fmt.Errorf("rule %d differs: have %s, want %s", i+1, s, w.sig)
+		}
+		if len(w.sets) == 0 {
+			continue
+		}
+		if err := checkSets(ks, r.Exprs, w.sets); err != nil {
+			return fmt.Errorf("rule %d (%s) differs: %w", i+1, w.comment, err)
 		}
 	}
 	return nil

@@ -17,12 +17,14 @@ import (
 
 // builder turns IR rules into nftables expressions for our inet table.
 // Lists of addresses or ports become anonymous interval sets, added to the
-// same batch before the rule that looks them up.
+// same batch before the rule that looks them up; with sets non-nil (Check)
+// they are only recorded there, by set id.
 type builder struct {
 	conn   *nftables.Conn
 	table  *nftables.Table
 	setIDs uint32 // set ids are per batch; google/nftables' own counter is an unguarded global
 	size   batchSize
+	sets   map[uint32][]nftables.SetElement // Check records the sets here instead of adding them
 }
 
 // rules returns the expression lists r becomes, following the layout of
@@ -284,7 +286,9 @@ func (b *builder) set(keyType nftables.SetDatatype, ranges [][2][]byte, not bool
 	b.setIDs++
 	s := &nftables.Set{Table: b.table, ID: b.setIDs, Name: "__set%d", Anonymous: true, Constant: true, Interval: true, KeyType: keyType}
 	elems := intervals(ranges)
-	if err := b.conn.AddSet(s, elems); err != nil {
+	if b.sets != nil {
+		b.sets[s.ID] = elems
+	} else if err := b.conn.AddSet(s, elems); err != nil {
 		return nil, fmt.Errorf("anonymous set: %w", err)
 	}
 	b.size.add(2, len(elems)*maxElemBytes) // the set and its elements
