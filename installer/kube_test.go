@@ -91,6 +91,10 @@ func agentClient(t testing.TB, env *testenv.Env) (ns string, client kubernetes.I
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The plugin's ServiceAccount, whose tokens the agent writes to the host.
+	if _, err := env.Token(ctx, ns, "mesh-cni-plugin", time.Hour); err != nil {
+		t.Fatal(err)
+	}
 	client, err = kubernetes.NewForConfig(env.TokenConfig(token))
 	if err != nil {
 		t.Fatal(err)
