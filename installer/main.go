@@ -184,7 +184,7 @@ func run(cfg *config, log *slog.Logger) error {
 	if client != nil {
 		daemonSets = client.apps
 	}
-	uninstall, why := shouldUninstall(daemonSets, cfg, probe != nil && probe.allowed.Load())
+	uninstall, why := shouldUninstall(daemonSets, cfg, probe != nil && probe.deleted.Load())
 	if !uninstall {
 		log.Info("leaving mesh-cni installed", "why", why)
 		return nil
