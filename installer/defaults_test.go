@@ -64,9 +64,7 @@ func TestFlagDefaultsAreTheChart(t *testing.T) {
 		"log-level": "",                                                     // the chart's logLevel null: the default level
 	}
 	// Flags the chart does not pass, with the reason their default is safe.
-	notRendered := map[string]string{
-		"allow-agent-token-for-plugin": "off: no kubeconfig with the agent's own token",
-	}
+	notRendered := map[string]string{}
 	c := &config{}
 	newFlagSet(c).VisitAll(func(f *flag.Flag) {
 		got, ok := args[f.Name]

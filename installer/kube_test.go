@@ -226,7 +226,8 @@ func waitFor(t *testing.T, ok func() bool) {
 
 // TestAgentAgainstAPIServer runs the real agent binary with the chart's
 // RBAC against a real kube-apiserver: it installs, publishes its status on
-// the Node, writes a kubeconfig that works, follows a token rotation, keeps
+// the Node, writes a kubeconfig that works, follows a token rotation (with
+// --allow-agent-token-for-plugin, the agent's own token), keeps
 // everything on SIGTERM while the DaemonSet exists, and uninstalls cleanly
 // once it is gone.
 func TestAgentAgainstAPIServer(t *testing.T) {
@@ -264,7 +265,10 @@ func TestAgentAgainstAPIServer(t *testing.T) {
 			"--state-dir", d("host/var/lib/mesh-cni"), "--run-dir", d("host/var/run/mesh-cni"),
 			"--plugin-config", d("img/plugin.json"), "--plugin-binary", d("img/mesh-cni"), "--podget-binary", d("img/mesh-cni-podget"),
 			"--token-path", d("sa/token"), "--probe-addr", probe, "--metrics-addr", freeAddrT(t),
-			"--startup-taint", startupTaint, "--log-level=debug")
+			"--startup-taint", startupTaint, "--log-level=debug",
+			// The unsafe mode, whose kubeconfig follows the agent's token
+			// file through a rotation (the default is startAgentRig's).
+			"--plugin-service-account=", "--allow-agent-token-for-plugin")
 	}
 	readyz := func() bool {
 		r, err := http.Get("http://" + probe + "/readyz")

@@ -227,6 +227,10 @@ func startAgentRig(t *testing.T, env *testenv.Env, bin, ns, token, apiAddr strin
 		resp.Body.Close()
 		return resp.StatusCode == 200
 	})
+	// By default the host gets the plugin's token, never the agent's.
+	if kc, err := os.ReadFile(r.d("host/var/lib/mesh-cni/kubeconfig")); err != nil || bytes.Contains(kc, []byte(token)) {
+		t.Fatalf("host kubeconfig carries the agent's own token (or is unreadable: %v)", err)
+	}
 	return r
 }
 
