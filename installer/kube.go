@@ -144,11 +144,10 @@ func (p *dsProbe) run(ctx context.Context) {
 	for backoff := time.Second; ctx.Err() == nil; {
 		if rv, err := p.get(ctx); err != nil {
 			p.log.Debug("cannot look up the DaemonSet", "err", err)
+		} else if err := p.watch(ctx, rv); err != nil {
+			p.log.Debug("cannot watch the DaemonSet", "err", err)
 		} else {
-			backoff = time.Second
-			if err := p.watch(ctx, rv); err != nil {
-				p.log.Debug("cannot watch the DaemonSet", "err", err)
-			}
+			backoff = time.Second // a watch the API server ended in time
 		}
 		select {
 		case <-ctx.Done():
