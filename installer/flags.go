@@ -31,6 +31,7 @@ type config struct {
 	checkPrimaryBinaries                bool
 	hostToolDirs                        string
 	pluginServiceAccount                string
+	allowAgentTokenForPlugin            bool
 }
 
 // EnvPrefix: every flag can also come from MESH_CNI_<FLAG_IN_CAPS>.
@@ -40,8 +41,10 @@ func envName(flagName string) string {
 	return EnvPrefix + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
 }
 
-func parseFlags(args []string) (*config, error) {
-	c := &config{}
+// newFlagSet binds every flag to c. The defaults are the chart's: the
+// binary run without flags is as safe as the DaemonSet the chart renders
+// (TestFlagDefaultsAreTheChart holds them together).
+func newFlagSet(c *config) *flag.FlagSet {
 	fs := flag.NewFlagSet("mesh-cni-agent", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	fs.StringVar(&c.cniBinDir, "cni-bin-dir", "/host/opt/cni/bin", "container path of the mounted host CNI bin dir")
@@ -57,7 +60,7 @@ func parseFlags(args []string) (*config, error) {
 	fs.StringVar(&c.pluginBinary, "plugin-binary", "/mesh-cni", "plugin binary in the image")
 	fs.StringVar(&c.podgetBinary, "podget-binary", "/mesh-cni-podget", "mesh-cni-podget in the image: the plugin's API-server lookup, installed beside the plugin")
 	fs.StringVar(&c.logLevel, "log-level", meshconfig.DefaultLogLevel, strings.Join(meshconfig.LogLevels, ", "))
-	fs.StringVar(&c.probeAddr, "probe-addr", ":9196", "address for /healthz and /readyz")
+	fs.StringVar(&c.probeAddr, "probe-addr", "127.0.0.1:9196", "address for /healthz and /readyz (\":9196\": every node address)")
 	fs.StringVar(&c.metricsAddr, "metrics-addr", "127.0.0.1:9197", "loopback address for /metrics (plain HTTP); beyond loopback run mesh-cni-metrics-proxy in front of it")
 	fs.StringVar(&c.nodeName, "node-name", os.Getenv("NODE_NAME"), "this node's name")
 	fs.StringVar(&c.namespace, "namespace", os.Getenv("POD_NAMESPACE"), "the agent's namespace")
@@ -66,11 +69,18 @@ func parseFlags(args []string) (*config, error) {
 	fs.StringVar(&c.caPath, "ca-path", "", "API server CA bundle (empty: ca.crt next to the token)")
 	fs.StringVar(&c.startupTaint, "startup-taint", "", "taint key to remove from the node once ready (empty: off)")
 	fs.BoolVar(&c.repair, "repair", true, "run the repair controller")
-	fs.StringVar(&c.repairPolicy, "repair-policy", "evict", "evict, delete or label")
+	fs.StringVar(&c.repairPolicy, "repair-policy", "delete", "delete, label or evict (evict cannot be confined to this node)")
 	fs.StringVar(&c.uninstallMode, "uninstall-mode", "auto", "auto (only when the DaemonSet is gone or being deleted), always or never")
 	fs.BoolVar(&c.checkPrimaryBinaries, "check-primary-binaries", true, "chain only when the CNI bin dir holds the primary config's plugins (else it is not the runtime's bin dir)")
 	fs.StringVar(&c.hostToolDirs, "host-tool-dirs", "/host/usr/sbin,/host/usr/local/sbin,/host/usr/bin,/host/usr/local/bin", "comma-separated container paths of the host dirs where the plugin finds the iptables backends' binaries (read-only mounts); missing dirs are skipped")
-	fs.StringVar(&c.pluginServiceAccount, "plugin-service-account", "", "ServiceAccount (in --namespace) whose tokens the host kubeconfig holds (empty: the agent's own token)")
+	fs.StringVar(&c.pluginServiceAccount, "plugin-service-account", "mesh-cni-plugin", "ServiceAccount (in --namespace) whose short-lived tokens the host kubeconfig holds")
+	fs.BoolVar(&c.allowAgentTokenForPlugin, "allow-agent-token-for-plugin", false, "UNSAFE: with --plugin-service-account empty, write the agent's own token into the host kubeconfig")
+	return fs
+}
+
+func parseFlags(args []string) (*config, error) {
+	c := &config{}
+	fs := newFlagSet(c)
 	var envErr error
 	fs.VisitAll(func(f *flag.Flag) {
 		if v, ok := os.LookupEnv(envName(f.Name)); ok && envErr == nil {
@@ -107,8 +117,10 @@ func parseFlags(args []string) (*config, error) {
 	if c.podgetBinary == "" {
 		return nil, fmt.Errorf("--podget-binary must name mesh-cni-podget in the image: the plugin runs it when the agent cannot answer for a pod")
 	}
-	if c.pluginServiceAccount != "" && c.namespace == "" {
-		return nil, fmt.Errorf("--plugin-service-account=%s needs --namespace (or POD_NAMESPACE)", c.pluginServiceAccount)
+	if c.pluginServiceAccount == "" && !c.allowAgentTokenForPlugin {
+		return nil, fmt.Errorf("--plugin-service-account is empty: the host kubeconfig would carry the agent's own token " +
+			"(every permission of the agent, readable on the host); name the plugin's ServiceAccount, " +
+			"or accept that with --allow-agent-token-for-plugin")
 	}
 	// Nothing unauthenticated on the node's addresses: beyond loopback,
 	// mesh-cni-metrics-proxy serves /metrics with TokenReview and

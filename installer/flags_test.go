@@ -21,7 +21,7 @@ func TestFlagsEnvAndCommandLine(t *testing.T) {
 	if c.logLevel != "warn" {
 		t.Errorf("command line should win over env: %s", c.logLevel)
 	}
-	if c.cniConfDir != "/host/etc/cni/net.d" || c.probeAddr != ":9196" || c.metricsAddr != "127.0.0.1:9197" || !c.repair || c.uninstallMode != "auto" ||
+	if c.cniConfDir != "/host/etc/cni/net.d" || c.probeAddr != "127.0.0.1:9196" || c.metricsAddr != "127.0.0.1:9197" || !c.repair || c.uninstallMode != "auto" ||
 		c.pluginBinary != "/mesh-cni" || c.podgetBinary != "/mesh-cni-podget" {
 		t.Errorf("defaults: %+v", c)
 	}
@@ -34,7 +34,6 @@ func TestFlagsRejected(t *testing.T) {
 		{"--log-level=loud"},
 		{"stray"},
 		{"--no-such-flag"},
-		{"--plugin-service-account=mesh-cni-plugin", "--namespace="},
 		{"--podget-binary="},
 	} {
 		if _, err := parseFlags(args); err == nil {

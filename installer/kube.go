@@ -8,10 +8,12 @@ import (
 	"sync/atomic"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes/scheme"
 	appsv1client "k8s.io/client-go/kubernetes/typed/apps/v1"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
@@ -121,33 +123,32 @@ func clearStatus(ctx context.Context, client corev1client.NodesGetter, nodeName 
 	return patchAnnotation(ctx, client, nodeName, nil)
 }
 
-// dsProbe remembers whether the agent's credentials were allowed to GET
-// its DaemonSet while the release was installed: only then does a 401 or
-// 403 at stop time mean the release's RBAC was removed (helm uninstall
-// deletes the DaemonSet, then the ServiceAccount and bindings, without
-// waiting for the pods).
+// dsProbe watches the agent's DaemonSet while the release is installed and
+// remembers whether the API server said it was deleted (gone, or carrying
+// a deletion timestamp). helm uninstall deletes the DaemonSet, then the
+// ServiceAccount and bindings, without waiting for the pods: by SIGTERM the
+// lookup may be refused, but the watch, opened while access worked, has
+// already seen the delete.
 type dsProbe struct {
 	daemonSets appsv1client.DaemonSetsGetter
 	namespace  string
 	name       string
 	log        *slog.Logger
-	allowed    atomic.Bool
+	allowed    atomic.Bool // a GET was answered once
+	deleted    atomic.Bool // the last word of the API server: deleted
 }
 
-// run GETs the DaemonSet until one GET gets an answer that proves access
-// (the object, or NotFound), backing off up to a minute.
+// run GETs the DaemonSet and watches it from there, again after every
+// closed watch, backing off up to a minute while the API does not answer.
 func (p *dsProbe) run(ctx context.Context) {
 	for backoff := time.Second; ctx.Err() == nil; {
-		gctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		_, err := p.daemonSets.DaemonSets(p.namespace).Get(gctx, p.name, metav1.GetOptions{})
-		cancel()
-		if err == nil || apierrors.IsNotFound(err) {
-			p.allowed.Store(true)
-			p.log.Info("DaemonSet lookup allowed; a 401 or 403 on it at stop means the release is being removed",
-				"daemonset", p.namespace+"/"+p.name)
-			return
+		if rv, err := p.get(ctx); err != nil {
+			p.log.Debug("cannot look up the DaemonSet", "err", err)
+		} else if err := p.watch(ctx, rv); err != nil {
+			p.log.Debug("cannot watch the DaemonSet", "err", err)
+		} else {
+			backoff = time.Second // a watch the API server ended in time
 		}
-		p.log.Debug("cannot look up the DaemonSet yet", "err", err)
 		select {
 		case <-ctx.Done():
 		case <-time.After(backoff):
@@ -158,14 +159,65 @@ func (p *dsProbe) run(ctx context.Context) {
 	}
 }
 
+func (p *dsProbe) get(ctx context.Context) (string, error) {
+	gctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	ds, err := p.daemonSets.DaemonSets(p.namespace).Get(gctx, p.name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		p.see(true, "not found")
+		err = nil
+	case err == nil:
+		p.see(ds.DeletionTimestamp != nil, "being deleted")
+	default:
+		return "", err
+	}
+	if !p.allowed.Swap(true) {
+		p.log.Info("DaemonSet lookup allowed; watching it for a deletion", "daemonset", p.namespace+"/"+p.name)
+	}
+	if ds == nil {
+		return "", nil
+	}
+	return ds.ResourceVersion, nil
+}
+
+func (p *dsProbe) watch(ctx context.Context, rv string) error {
+	w, err := p.daemonSets.DaemonSets(p.namespace).Watch(ctx, metav1.ListOptions{
+		FieldSelector:   "metadata.name=" + p.name,
+		ResourceVersion: rv,
+	})
+	if err != nil {
+		return err
+	}
+	defer w.Stop()
+	for ev := range w.ResultChan() {
+		switch ev.Type {
+		case watch.Deleted:
+			p.see(true, "deleted")
+		case watch.Added, watch.Modified:
+			if ds, ok := ev.Object.(*appsv1.DaemonSet); ok {
+				p.see(ds.DeletionTimestamp != nil, "being deleted")
+			}
+		case watch.Error:
+			return apierrors.FromObject(ev.Object)
+		}
+	}
+	return nil
+}
+
+func (p *dsProbe) see(deleted bool, how string) {
+	if p.deleted.Swap(deleted) != deleted && deleted {
+		p.log.Info("the DaemonSet was deleted; uninstalling at stop", "daemonset", p.namespace+"/"+p.name, "how", how)
+	}
+}
+
 // shouldUninstall decides what a stop means. In auto mode the release is
-// being removed when its DaemonSet is gone or being deleted, or when the
-// DaemonSet GET that worked before is now refused (401: the ServiceAccount
-// and its token are gone; 403: the binding is gone). A rolling update,
-// drain or restart keeps everything in place so no pod starts unmeshed,
-// and so does any doubt (API unreachable, a refusal without an earlier
-// success).
-func shouldUninstall(daemonSets appsv1client.DaemonSetsGetter, cfg *config, allowedBefore bool) (bool, string) {
+// being removed only when the API server says so: the DaemonSet is gone
+// (404) or being deleted, at stop or, when the lookup at stop fails, last
+// seen by the watch (seenDeleted). A rolling update, drain or restart keeps
+// everything in place so no pod starts unmeshed, and so does any doubt:
+// 401, 403 (an RBAC change during a rollout), 5xx, timeouts, no API.
+func shouldUninstall(daemonSets appsv1client.DaemonSetsGetter, cfg *config, seenDeleted bool) (bool, string) {
 	switch cfg.uninstallMode {
 	case "always":
 		return true, "uninstall-mode=always"
@@ -179,7 +231,7 @@ func shouldUninstall(daemonSets appsv1client.DaemonSetsGetter, cfg *config, allo
 	defer cancel()
 	ds, err := daemonSets.DaemonSets(cfg.namespace).Get(ctx, cfg.daemonSetName, metav1.GetOptions{})
 	if err != nil {
-		return decide(err, allowedBefore, cfg.namespace+"/"+cfg.daemonSetName)
+		return decide(err, seenDeleted, cfg.namespace+"/"+cfg.daemonSetName)
 	}
 	if ds.DeletionTimestamp != nil {
 		return true, fmt.Sprintf("DaemonSet %s/%s is being deleted", cfg.namespace, cfg.daemonSetName)
@@ -188,16 +240,14 @@ func shouldUninstall(daemonSets appsv1client.DaemonSetsGetter, cfg *config, allo
 }
 
 // decide maps a failed DaemonSet GET to uninstall or keep.
-func decide(err error, allowedBefore bool, ds string) (bool, string) {
+func decide(err error, seenDeleted bool, ds string) (bool, string) {
 	switch {
 	case apierrors.IsNotFound(err):
 		return true, fmt.Sprintf("DaemonSet %s is gone", ds)
-	case apierrors.IsUnauthorized(err) && allowedBefore:
-		return true, fmt.Sprintf("the agent's ServiceAccount is gone (DaemonSet %s: %v)", ds, err)
-	case apierrors.IsForbidden(err) && allowedBefore:
-		return true, fmt.Sprintf("the agent's RBAC is gone (DaemonSet %s: %v)", ds, err)
+	case seenDeleted:
+		return true, fmt.Sprintf("DaemonSet %s was deleted (seen while it could be watched; now: %v)", ds, err)
 	}
-	return false, fmt.Sprintf("cannot look up the DaemonSet: %v", err)
+	return false, fmt.Sprintf("cannot look up the DaemonSet, keeping the chain entry: %v", err)
 }
 
 // EventComponent is the source of the agent's Events on its Node.

@@ -91,6 +91,10 @@ func agentClient(t testing.TB, env *testenv.Env) (ns string, client kubernetes.I
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The plugin's ServiceAccount, whose tokens the agent writes to the host.
+	if _, err := env.Token(ctx, ns, "mesh-cni-plugin", time.Hour); err != nil {
+		t.Fatal(err)
+	}
 	client, err = kubernetes.NewForConfig(env.TokenConfig(token))
 	if err != nil {
 		t.Fatal(err)
@@ -154,8 +158,8 @@ func TestShouldUninstall(t *testing.T) {
 		t.Error("auto without API access uninstalled")
 	}
 
-	// The binding goes (helm uninstall removes RBAC right after the
-	// DaemonSet): 403 means uninstall only if the GET worked before.
+	// The binding goes: a 403 is never an uninstall by itself (an RBAC
+	// change during a rollout); only a deletion the watch saw before is.
 	if err := env.Client.RbacV1().RoleBindings(ns).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -163,11 +167,11 @@ func TestShouldUninstall(t *testing.T) {
 		_, err := ds.DaemonSets(ns).Get(ctx, "mesh-cni", metav1.GetOptions{})
 		return apierrors.IsForbidden(err)
 	})
-	if u, why := shouldUninstall(ds, cfg, false); u {
-		t.Errorf("403 without an earlier success uninstalled: %s", why)
+	if u, why := shouldUninstall(ds, cfg, false); u || !strings.Contains(why, "cannot look up") {
+		t.Errorf("403 uninstalled: %v %s", u, why)
 	}
-	if u, why := shouldUninstall(ds, cfg, true); !u || !strings.Contains(why, "RBAC is gone") {
-		t.Errorf("403 after access: got %v %s", u, why)
+	if u, why := shouldUninstall(ds, cfg, true); !u || !strings.Contains(why, "was deleted") {
+		t.Errorf("403 after a deletion seen: got %v %s", u, why)
 	}
 	// The ServiceAccount goes: its tokens stop working (401).
 	if err := env.Client.CoreV1().ServiceAccounts(ns).Delete(ctx, "mesh-cni", metav1.DeleteOptions{}); err != nil {
@@ -177,33 +181,33 @@ func TestShouldUninstall(t *testing.T) {
 		_, err := ds.DaemonSets(ns).Get(ctx, "mesh-cni", metav1.GetOptions{})
 		return apierrors.IsUnauthorized(err)
 	})
-	if u, why := shouldUninstall(ds, cfg, false); u {
-		t.Errorf("401 without an earlier success uninstalled: %s", why)
+	if u, why := shouldUninstall(ds, cfg, false); u || !strings.Contains(why, "cannot look up") {
+		t.Errorf("401 uninstalled: %v %s", u, why)
 	}
-	if u, why := shouldUninstall(ds, cfg, true); !u || !strings.Contains(why, "ServiceAccount is gone") {
-		t.Errorf("401 after access: got %v %s", u, why)
+	if u, why := shouldUninstall(ds, cfg, true); !u || !strings.Contains(why, "was deleted") {
+		t.Errorf("401 after a deletion seen: got %v %s", u, why)
 	}
 }
 
 func TestDecide(t *testing.T) {
 	gr := schema.GroupResource{Group: "apps", Resource: "daemonsets"}
 	for _, c := range []struct {
-		name    string
-		err     error
-		allowed bool
-		want    bool
+		name        string
+		err         error
+		seenDeleted bool
+		want        bool
 	}{
 		{"not found", apierrors.NewNotFound(gr, "mesh-cni"), false, true},
-		{"unauthorized after access", apierrors.NewUnauthorized("token"), true, true},
-		{"unauthorized, never allowed", apierrors.NewUnauthorized("token"), false, false},
-		{"forbidden after access", apierrors.NewForbidden(gr, "mesh-cni", errors.New("no")), true, true},
-		{"forbidden, never allowed", apierrors.NewForbidden(gr, "mesh-cni", errors.New("no")), false, false},
-		{"timeout", apierrors.NewTimeoutError("slow", 1), true, false},
-		{"server error", apierrors.NewInternalError(errors.New("etcd")), true, false},
-		{"unreachable", &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}, true, false},
-		{"deadline", context.DeadlineExceeded, true, false},
+		{"unauthorized", apierrors.NewUnauthorized("token"), false, false},
+		{"unauthorized after a deletion seen", apierrors.NewUnauthorized("token"), true, true},
+		{"forbidden", apierrors.NewForbidden(gr, "mesh-cni", errors.New("no")), false, false},
+		{"forbidden after a deletion seen", apierrors.NewForbidden(gr, "mesh-cni", errors.New("no")), true, true},
+		{"timeout", apierrors.NewTimeoutError("slow", 1), false, false},
+		{"server error", apierrors.NewInternalError(errors.New("etcd")), false, false},
+		{"unreachable", &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}, false, false},
+		{"deadline", context.DeadlineExceeded, false, false},
 	} {
-		if got, why := decide(c.err, c.allowed, "ns/mesh-cni"); got != c.want {
+		if got, why := decide(c.err, c.seenDeleted, "ns/mesh-cni"); got != c.want {
 			t.Errorf("%s: got %v (%s)", c.name, got, why)
 		}
 	}
@@ -222,7 +226,8 @@ func waitFor(t *testing.T, ok func() bool) {
 
 // TestAgentAgainstAPIServer runs the real agent binary with the chart's
 // RBAC against a real kube-apiserver: it installs, publishes its status on
-// the Node, writes a kubeconfig that works, follows a token rotation, keeps
+// the Node, writes a kubeconfig that works, follows a token rotation (with
+// --allow-agent-token-for-plugin, the agent's own token), keeps
 // everything on SIGTERM while the DaemonSet exists, and uninstalls cleanly
 // once it is gone.
 func TestAgentAgainstAPIServer(t *testing.T) {
@@ -260,7 +265,10 @@ func TestAgentAgainstAPIServer(t *testing.T) {
 			"--state-dir", d("host/var/lib/mesh-cni"), "--run-dir", d("host/var/run/mesh-cni"),
 			"--plugin-config", d("img/plugin.json"), "--plugin-binary", d("img/mesh-cni"), "--podget-binary", d("img/mesh-cni-podget"),
 			"--token-path", d("sa/token"), "--probe-addr", probe, "--metrics-addr", freeAddrT(t),
-			"--startup-taint", startupTaint, "--log-level=debug")
+			"--startup-taint", startupTaint, "--log-level=debug",
+			// The unsafe mode, whose kubeconfig follows the agent's token
+			// file through a rotation (the default is startAgentRig's).
+			"--plugin-service-account=", "--allow-agent-token-for-plugin")
 	}
 	readyz := func() bool {
 		r, err := http.Get("http://" + probe + "/readyz")

@@ -118,9 +118,15 @@ func run(cfg *config, log *slog.Logger) error {
 	if client != nil {
 		nodes = client.core
 	}
-	if client != nil && cfg.pluginServiceAccount != "" {
+	switch {
+	case client == nil:
+	case cfg.pluginServiceAccount != "" && cfg.namespace == "":
+		return fmt.Errorf("--plugin-service-account=%s needs --namespace (or POD_NAMESPACE)", cfg.pluginServiceAccount)
+	case cfg.pluginServiceAccount != "":
 		// The plugin gets its own short-lived tokens; ours stays here.
 		kopts.Tokens = &kubeconfig.TokenRequester{Client: client.core, Namespace: cfg.namespace, Name: cfg.pluginServiceAccount}
+	default:
+		log.Warn("--allow-agent-token-for-plugin: the host kubeconfig carries the agent's own token")
 	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
@@ -178,7 +184,7 @@ func run(cfg *config, log *slog.Logger) error {
 	if client != nil {
 		daemonSets = client.apps
 	}
-	uninstall, why := shouldUninstall(daemonSets, cfg, probe != nil && probe.allowed.Load())
+	uninstall, why := shouldUninstall(daemonSets, cfg, probe != nil && probe.deleted.Load())
 	if !uninstall {
 		log.Info("leaving mesh-cni installed", "why", why)
 		return nil

@@ -31,8 +31,9 @@ type config struct {
 	tokenPath, caPath, logLevel   string
 }
 
-func parseFlags(args []string) (*config, error) {
-	c := &config{}
+// newFlagSet binds the flags to c; the defaults are what the chart renders
+// for the metrics-proxy container (TestFlagDefaultsAreTheChart).
+func newFlagSet(c *config) *flag.FlagSet {
 	fs := flag.NewFlagSet("mesh-cni-metrics-proxy", flag.ContinueOnError)
 	fs.StringVar(&c.listenAddr, "listen-addr", ":9197", "address to serve HTTPS /metrics on")
 	fs.StringVar(&c.upstream, "upstream", "http://127.0.0.1:9198/metrics", "the agent's plain-HTTP metrics URL (its --metrics-addr)")
@@ -40,6 +41,12 @@ func parseFlags(args []string) (*config, error) {
 	fs.StringVar(&c.tokenPath, "token-path", saDir+"/token", "service account token")
 	fs.StringVar(&c.caPath, "ca-path", saDir+"/ca.crt", "cluster CA")
 	fs.StringVar(&c.logLevel, "log-level", "info", "debug, info, warn, error")
+	return fs
+}
+
+func parseFlags(args []string) (*config, error) {
+	c := &config{}
+	fs := newFlagSet(c)
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}

@@ -423,8 +423,8 @@ func TestRBAC(t *testing.T) {
 		t.Errorf("agent ClusterRole %s", got)
 	}
 	role := toString(path(base.get(t, "Role", "mesh-cni"), "rules"))
-	if role != `[{"apiGroups":["apps"],"resourceNames":["mesh-cni"],"resources":["daemonsets"],"verbs":["get"]},{"apiGroups":[""],"resourceNames":["mesh-cni-plugin"],"resources":["serviceaccounts/token"],"verbs":["create"]}]` {
-		t.Errorf("Role %s: only get on its own DaemonSet and tokens of the plugin's account", role)
+	if role != `[{"apiGroups":["apps"],"resourceNames":["mesh-cni"],"resources":["daemonsets"],"verbs":["get","list","watch"]},{"apiGroups":[""],"resourceNames":["mesh-cni-plugin"],"resources":["serviceaccounts/token"],"verbs":["create"]}]` {
+		t.Errorf("Role %s: only get and watch on its own DaemonSet and tokens of the plugin's account", role)
 	}
 	if got := rules(base, "mesh-cni-plugin"); got != `[{"apiGroups":[""],"resources":["pods"],"verbs":["get"]}]` {
 		t.Errorf("plugin ClusterRole %s: get pods only", got)

@@ -544,6 +544,16 @@ func agentDaemonSet(t *testing.T, c kubernetes.Interface, ns, ds string) {
 	forbidden(t, "get another DaemonSet", err)
 	_, err = c.AppsV1().DaemonSets(ns).List(ctx, metav1.ListOptions{})
 	forbidden(t, "list DaemonSets", err)
+	// Watched by name, as the agent does to see a deletion.
+	w, err := c.AppsV1().DaemonSets(ns).Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + ds})
+	if err != nil {
+		t.Fatalf("watch own DaemonSet as the agent: %v", err)
+	}
+	w.Stop()
+	_, err = c.AppsV1().DaemonSets(ns).Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=someone-else"})
+	forbidden(t, "watch another DaemonSet", err)
+	_, err = c.AppsV1().DaemonSets(ns).Watch(ctx, metav1.ListOptions{})
+	forbidden(t, "watch DaemonSets", err)
 }
 
 func forbidden(t *testing.T, what string, err error) {
