@@ -34,7 +34,8 @@ func richSpec(mode rules.Mode) rules.Spec {
 	s.DNSDest = []netip.Prefix{netip.MustParsePrefix("10.96.0.10/32")}
 	// Three of each, so an element can be removed and a set is left.
 	s.IgnoreOutbound = append(s.IgnoreOutbound, rules.PortRange{First: 9200, Last: 9200})
-	s.SkipOutboundSubnets = append(s.SkipOutboundSubnets, netip.MustParsePrefix("100.64.0.0/10"), netip.MustParsePrefix("fd00:22::/64"))
+	s.SkipOutboundSubnets = append(s.SkipOutboundSubnets, netip.MustParsePrefix("100.64.0.0/10"), netip.MustParsePrefix("fd00:22::/64"),
+		netip.MustParsePrefix("192.0.2.0/24"))
 	return s
 }
 
