@@ -19,6 +19,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	k8stypes "k8s.io/apimachinery/pkg/types"
 
 	"github.com/mesh-cni/mesh-cni/pkg/testenv"
 )
@@ -235,6 +236,9 @@ func istioAdd(tp *testenv.Topo, kp *corev1.Pod, dir, runDir string) error {
 
 // meshAdd runs mesh-cni's ADD with backend bname, the pod from the agent.
 func meshAdd(t *testing.T, tp *testenv.Topo, kp *corev1.Pod, plugins, bname string) error {
+	// The agent's cache holds the pod under the UID the runtime passes.
+	kp = kp.DeepCopy()
+	kp.UID = k8stypes.UID(kp.Name + "-uid")
 	conf := pluginConf(t, tp, bname, serveAgent(t, kp), false)
 	cni := libcni.NewCNIConfigWithCacheDir([]string{plugins}, t.TempDir(), nil)
 	ctx, cancel := context.WithTimeout(context.Background(), testenv.Timeout())
