@@ -12,6 +12,7 @@ import (
 
 	"github.com/containernetworking/cni/libcni"
 	corev1 "k8s.io/api/core/v1"
+	k8stypes "k8s.io/apimachinery/pkg/types"
 
 	"github.com/mesh-cni/mesh-cni/pkg/testenv"
 )
@@ -113,8 +114,12 @@ func diffRuntime(tp *testenv.Topo, kp *corev1.Pod) *libcni.RuntimeConf {
 }
 
 // meshAdd runs mesh-cni's ADD with backend bname, the pod from the agent.
+// The agent's cache holds the pod with the UID diffRuntime passes: the
+// plugin compares them.
 func meshAdd(t *testing.T, tp *testenv.Topo, kp *corev1.Pod, plugins, bname string) error {
-	conf := pluginConf(t, tp, bname, serveAgent(t, kp), false)
+	p := kp.DeepCopy()
+	p.UID = k8stypes.UID(kp.Name + "-uid")
+	conf := pluginConf(t, tp, bname, serveAgent(t, p), false)
 	cni := libcni.NewCNIConfigWithCacheDir([]string{plugins}, t.TempDir(), nil)
 	ctx, cancel := context.WithTimeout(context.Background(), testenv.Timeout())
 	defer cancel()

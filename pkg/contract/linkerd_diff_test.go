@@ -14,7 +14,6 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
-	k8stypes "k8s.io/apimachinery/pkg/types"
 
 	"github.com/mesh-cni/mesh-cni/pkg/mesh"
 	"github.com/mesh-cni/mesh-cni/pkg/testenv"
@@ -119,7 +118,6 @@ func TestLinkerdDifferential(t *testing.T) {
 			t.Fatalf("%s: no rules for pod %s", linkerdUpstream, name)
 		}
 		used[name] = true
-		kp.UID = k8stypes.UID(kp.Name + "-uid") // as diffRuntime passes it and the agent's cache holds it
 		w, err := linkerdProbes(kp, d.img)
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
