@@ -103,7 +103,7 @@ func TestLinkerdDifferential(t *testing.T) {
 		t.Skip("needs root for network namespaces")
 	}
 	if _, err := exec.LookPath("iptables-nft-restore"); err != nil {
-		t.Skip("needs iptables-nft-restore")
+		t.Fatal("iptables-nft-restore (the iptables-nft backend needs it too): not found")
 	}
 	upstream := readLinkerdUpstream(t)
 	plugins := testenv.PluginDir(t)
