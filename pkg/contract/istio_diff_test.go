@@ -5,13 +5,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
-	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
-	"sort"
 	"strings"
 	"testing"
 
@@ -19,7 +15,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	k8stypes "k8s.io/apimachinery/pkg/types"
 
 	"github.com/mesh-cni/mesh-cni/pkg/testenv"
 )
@@ -106,18 +101,8 @@ func TestIstioDifferential(t *testing.T) {
 	if err := os.Symlink(env.Kubeconfig, filepath.Join(runDir, "istio-cni-kubeconfig")); err != nil {
 		t.Fatal(err)
 	}
-	var report []string
-	total, same := 0, 0
+	run := newDiffRun(t, "istio-cni", deliberate)
 	pods := diffPods(t, files)
-	kinds := map[string]int{} // istio-cni's landings, by where
-	differ := func(name, probe, line string) {
-		if why, ok := deliberate[[2]string{name, probe}]; ok {
-			report = append(report, line+" (deliberate: "+why+")")
-			return
-		}
-		report = append(report, line)
-		t.Errorf("%s", line)
-	}
 	for _, d := range pods {
 		name, kp := d.name, d.pod
 		w, err := promised(kp, d.img)
@@ -125,7 +110,7 @@ func TestIstioDifferential(t *testing.T) {
 			t.Fatal(err)
 		}
 		if w.refused != "" {
-			report = append(report, fmt.Sprintf("%s: not compared: mesh-cni refuses ADD (container %s pinned to the proxy's UID), istio-cni does not", name, w.refused))
+			run.note(fmt.Sprintf("%s: not compared: mesh-cni refuses ADD (container %s pinned to the proxy's UID), istio-cni does not", name, w.refused))
 			continue
 		}
 		createPod(t, env, kp)
@@ -137,31 +122,12 @@ func TestIstioDifferential(t *testing.T) {
 			ours, err := landings(t, w, dual, func(tp *testenv.Topo) error {
 				return meshAdd(t, tp, kp, plugins, bname)
 			})
-			if ierr != nil || err != nil {
-				total++
-				differ(name, "ADD", fmt.Sprintf("%s/%s: ADD: istio-cni %v, mesh-cni %v", name, bname, errOr(ierr), errOr(err)))
-				continue
-			}
-			for _, k := range sortedKeys(istio) {
-				total++
-				kinds[where(istio[k])]++
-				if istio[k] == ours[k] {
-					same++
-					continue
-				}
-				differ(name, k, fmt.Sprintf("%s/%s: %s: istio-cni %s, mesh-cni %s", name, bname, k, istio[k], ours[k]))
-			}
+			run.compare(name, bname, istio, ierr, ours, err)
 		}
 	}
-	var seen []string
-	for _, k := range []string{"proxy:15001", "proxy:15006", "proxy:15053", "app:*", "peer:*", "no answer:*"} {
-		seen = append(seen, fmt.Sprintf("%s %d", k, kinds[k]))
-		if kinds[k] == 0 && k != "no answer:*" {
-			t.Errorf("no probe landed at %s: the comparison does not see it", k)
-		}
-	}
+	seen := run.seen([]string{"proxy:15001", "proxy:15006", "proxy:15053", "app:*", "peer:*", "no answer:*"}, "no answer:*")
 	t.Logf("istio-cni vs mesh-cni (nftables, iptables-nft): %d pods, %d landings compared, %d the same; istio-cni's landings: %s\n%s",
-		len(pods), total, same, strings.Join(seen, ", "), strings.Join(report, "\n"))
+		len(pods), run.total, run.same, seen, strings.Join(run.report, "\n"))
 }
 
 // istioCNIDir is $MESH_CNI_ISTIO_BIN_DIR, else where hack/build-istio.sh
@@ -201,17 +167,6 @@ func createPod(t *testing.T, env *testenv.Env, kp *corev1.Pod) {
 	}
 }
 
-func diffRuntime(tp *testenv.Topo, kp *corev1.Pod) *libcni.RuntimeConf {
-	return &libcni.RuntimeConf{
-		ContainerID: "d1ff" + strings.ReplaceAll(kp.Name, "-", ""),
-		NetNS:       tp.Pod.Path(),
-		IfName:      "eth0",
-		Args: [][2]string{{"IgnoreUnknown", "1"}, {"K8S_POD_NAMESPACE", kp.Namespace}, {"K8S_POD_NAME", kp.Name},
-			{"K8S_POD_INFRA_CONTAINER_ID", "d1ff"}, {"K8S_POD_UID", kp.Name + "-uid"}},
-		CapabilityArgs: map[string]any{"io.kubernetes.cri.pod-annotations": kp.Annotations},
-	}
-}
-
 // istioAdd runs istio-cni's ADD as Istio's installer chains it for
 // sidecar mode (cni/pkg/install/cniconfig.go), iptables mode.
 func istioAdd(tp *testenv.Topo, kp *corev1.Pod, dir, runDir string) error {
@@ -234,26 +189,6 @@ func istioAdd(tp *testenv.Topo, kp *corev1.Pod, dir, runDir string) error {
 	return err
 }
 
-// meshAdd runs mesh-cni's ADD with backend bname, the pod from the agent.
-func meshAdd(t *testing.T, tp *testenv.Topo, kp *corev1.Pod, plugins, bname string) error {
-	// The agent's cache holds the pod under the UID the runtime passes.
-	kp = kp.DeepCopy()
-	kp.UID = k8stypes.UID(kp.Name + "-uid")
-	conf := pluginConf(t, tp, bname, serveAgent(t, kp), false)
-	cni := libcni.NewCNIConfigWithCacheDir([]string{plugins}, t.TempDir(), nil)
-	ctx, cancel := context.WithTimeout(context.Background(), testenv.Timeout())
-	defer cancel()
-	_, err := cni.AddNetwork(ctx, conf, diffRuntime(tp, kp))
-	return err
-}
-
-func errOr(err error) string {
-	if err == nil {
-		return "succeeds"
-	}
-	return "fails: " + err.Error()
-}
-
 func proxyEnv(kp *corev1.Pod, name string) string {
 	for _, c := range kp.Spec.Containers {
 		if c.Name == "istio-proxy" {
@@ -265,118 +200,4 @@ func proxyEnv(kp *corev1.Pod, name string) string {
 		}
 	}
 	return ""
-}
-
-func diffPrevResult(tp *testenv.Topo) map[string]any {
-	return map[string]any{
-		"cniVersion": "1.0.0",
-		"interfaces": []any{map[string]any{"name": "eth0", "sandbox": tp.Pod.Path()}},
-		"ips": []any{
-			map[string]any{"address": testenv.PodV4 + "/24", "gateway": testenv.PeerV4, "interface": 0},
-			map[string]any{"address": testenv.PodV6 + "/64", "gateway": testenv.PeerV6, "interface": 0},
-		},
-	}
-}
-
-// Ports every pod's app serves besides appPort: Istio's own (tunnel,
-// status, health, stats) and some no rule names.
-var extraPodPorts = []int{15008, 15020, 15021, 15090, 5432, 9090}
-
-// landings sets a fresh topology up with add and returns, per probe,
-// where it landed ("proxy:15001", "app:8080", "peer:8080", "no answer").
-// IPv6 is probed only for a dual-stack pod.
-func landings(t *testing.T, w *promise, dual bool, add func(*testenv.Topo) error) (map[string]string, error) {
-	t.Helper()
-	tp := testenv.NewTopo(t)
-	podPorts := slices.Concat([]int{appPort, 53}, extraPodPorts, w.inExclude, w.inPorts, w.excludePorts)
-	podPorts = slices.DeleteFunc(uniq(podPorts), func(p int) bool {
-		return p == w.outboundPort || p == w.inboundPort || p == w.dnsPort
-	})
-	peerPorts := uniq(slices.Concat([]int{appPort, 5432}, w.excludePorts, w.includePorts))
-	var remote []netip.Addr
-	for _, r := range slices.Concat(w.excludeRanges, w.includeIn) {
-		if a := host(r); a.Is4() || dual {
-			tp.PeerAddress(t, a)
-			remote = append(remote, a)
-		}
-	}
-	tp.Serve(t, tp.Peer, nil, "-name", "peer", "-ports", join(peerPorts), "-dns", "53")
-	tp.Serve(t, tp.Pod, nil, "-name", "app", "-ports", join(podPorts))
-	args := []string{"-name", "proxy", "-outbound", fmt.Sprint(w.outboundPort), "-inbound", fmt.Sprint(w.inboundPort), "-dns", fmt.Sprint(w.dnsPort)}
-	if w.tproxy {
-		args = append(args, "-tproxy")
-	}
-	tp.Serve(t, tp.Pod, cred(w.proxy.id), args...)
-	if err := add(tp); err != nil {
-		return nil, err
-	}
-
-	type fam struct{ pod, peer, lo string }
-	fams := []fam{{testenv.PodV4, testenv.PeerV4, "127.0.0.1"}}
-	if dual {
-		fams = append(fams, fam{testenv.PodV6, testenv.PeerV6, "::1"})
-	}
-	out := map[string]string{}
-	land := func(key string, r testenv.Record, err error) {
-		if err != nil {
-			out[key] = "no answer"
-			return
-		}
-		out[key] = fmt.Sprintf("%s:%d", r.Name, r.Port)
-	}
-	ids := []member{w.proxy, {name: "root", id: Process{}}}
-	ids = append(ids, w.apps...)
-	for _, m := range ids {
-		c := cred(m.id)
-		if m.name == "root" {
-			c = nil
-		}
-		dst := func(host string, ports []int) {
-			for _, p := range ports {
-				r, err := tp.Connect(tp.Pod, c, false, host, p)
-				land(fmt.Sprintf("%s tcp %s", m.name, net.JoinHostPort(host, fmt.Sprint(p))), r, err)
-			}
-		}
-		for _, f := range fams {
-			dst(f.peer, peerPorts)
-			dst(f.pod, podPorts)
-			dst(f.lo, podPorts)
-			r, err := tp.Connect(tp.Pod, c, true, f.peer, 53)
-			land(fmt.Sprintf("%s udp %s", m.name, net.JoinHostPort(f.peer, "53")), r, err)
-		}
-		for _, a := range remote {
-			dst(a.String(), []int{appPort})
-		}
-	}
-	for _, f := range fams {
-		for _, p := range podPorts {
-			r, err := tp.Connect(tp.Peer, nil, false, f.pod, p)
-			land(fmt.Sprintf("peer tcp %s", net.JoinHostPort(f.pod, fmt.Sprint(p))), r, err)
-		}
-	}
-	return out, nil
-}
-
-func uniq(in []int) []int {
-	out := slices.Clone(in)
-	slices.Sort(out)
-	return slices.Compact(out)
-}
-
-func sortedKeys(m map[string]string) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
-}
-
-// where is a landing without the port, except at the proxy.
-func where(landing string) string {
-	if strings.HasPrefix(landing, "proxy:") {
-		return landing
-	}
-	name, _, _ := strings.Cut(landing, ":")
-	return name + ":*"
 }

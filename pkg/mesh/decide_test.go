@@ -213,6 +213,32 @@ func TestLinkerdSpec(t *testing.T) {
 	}
 }
 
+// An empty Linkerd annotation is no override: the configured value stays,
+// as linkerd-cni reads it (linkerd2-proxy-init cni-plugin/main.go at
+// 5709c11, getAnnotationOverride lines 421-438 returns "" for an empty
+// value and cmdAdd overrides only a non-empty one, lines 240, 251, 263,
+// 275, 294).
+func TestLinkerdEmptyAnnotationIsNoOverride(t *testing.T) {
+	m := defaultMeshes()
+	m[Linkerd] = Config{ProxyGID: ptr(int64(2102)), IgnoreOutbound: []string{"5432"}, SkipSubnets: []string{"10.0.0.0/8"}}
+	p := linkerdSpecPod(map[string]string{LinkerdSkipInboundPorts: "", LinkerdSkipOutboundPorts: "", LinkerdSkipSubnets: "",
+		LinkerdProxyUID: "", LinkerdProxyGID: ""})
+	p.Containers[1].RunAsUser = nil
+	p.Containers[0].RunAsGroup = ptr(int64(1000)) // the app's group is pinned and differs
+	d, err := Decide(m, p, nil)
+	if err != nil {
+		t.Fatalf("empty annotations must not fail the pod: %v", err)
+	}
+	s := d.Spec
+	if s.ProxyUID != 2102 || s.ProxyGID == nil || *s.ProxyGID != 2102 {
+		t.Errorf("empty proxy-uid/proxy-gid must keep the configured ones: %d %v", s.ProxyUID, s.ProxyGID)
+	}
+	if !reflect.DeepEqual(s.IgnoreOutbound, ports(t, "5432")) || !reflect.DeepEqual(s.SkipSubnets, cidrs(t, "10.0.0.0/8")) ||
+		!reflect.DeepEqual(s.IgnoreInbound, ports(t, "4190,4191")) {
+		t.Errorf("empty skip lists must keep the configured ones: in %v out %v subnets %v", s.IgnoreInbound, s.IgnoreOutbound, s.SkipSubnets)
+	}
+}
+
 func TestIstioSpec(t *testing.T) {
 	s := spec(t, trustedIstio(), istioPod(nil), rules.IPv4, rules.IPv6)
 	if s.ProxyUID != 1337 || s.ProxyGID != nil || s.InboundPort != 15006 || s.OutboundPort != 15001 || s.TunnelPort != 15008 ||

@@ -57,9 +57,16 @@ func judgeLinkerd(cfg Config, base rules.Spec, pod Pod) (judgement, error) {
 
 // linkerdSpec applies the pod's annotations: skip-inbound-ports adds to the
 // configured list (the proxy's own ports stay skipped), skip-outbound-ports
-// and skip-subnets replace theirs, as Linkerd's plugin does.
+// and skip-subnets replace theirs, as Linkerd's plugin does. An empty value
+// is no override, as in Linkerd's plugin (linkerd2-proxy-init
+// cni-plugin/main.go, getAnnotationOverride).
 func linkerdSpec(s rules.Spec, pod Pod) (rules.Spec, error) {
-	ann := pod.Annotations
+	ann := make(map[string]string, len(pod.Annotations))
+	for k, v := range pod.Annotations {
+		if v != "" {
+			ann[k] = v
+		}
+	}
 	if v, ok := ann[LinkerdSkipInboundPorts]; ok {
 		p, err := ParsePorts(v)
 		if err != nil {

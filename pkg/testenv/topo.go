@@ -217,7 +217,13 @@ func (tp *Topo) Serve(t testing.TB, n ns.NetNS, cred *syscall.Credential, args .
 // GID and supplementary groups; nil: root) and returns the record the far
 // end answered with.
 func (tp *Topo) Connect(n ns.NetNS, cred *syscall.Credential, udp bool, host string, port int) (Record, error) {
-	return connect(tp.proxy, n, cred, udp, host, port)
+	return connect(tp.proxy, n, cred, udp, "", host, port)
+}
+
+// ConnectFrom is Connect over TCP as root from the local address source
+// (one PeerAddress put on the peer, say), so the far end sees that source.
+func (tp *Topo) ConnectFrom(n ns.NetNS, source, host string, port int) (Record, error) {
+	return connect(tp.proxy, n, nil, false, source, host, port)
 }
 
 // Connect is Topo.Connect for a netns of any topology, once a Topo (or
@@ -227,13 +233,16 @@ func Connect(n ns.NetNS, cred *syscall.Credential, udp bool, host string, port i
 	if !ok {
 		return Record{}, fmt.Errorf("testenv.Connect before the test proxy was built (TestProxy)")
 	}
-	return connect(bin, n, cred, udp, host, port)
+	return connect(bin, n, cred, udp, "", host, port)
 }
 
-func connect(proxy string, n ns.NetNS, cred *syscall.Credential, udp bool, host string, port int) (Record, error) {
+func connect(proxy string, n ns.NetNS, cred *syscall.Credential, udp bool, source, host string, port int) (Record, error) {
 	args := []string{"connect", "-timeout", Scale(2 * time.Second).String()}
 	if udp {
 		args = append(args, "-udp")
+	}
+	if source != "" {
+		args = append(args, "-source", source)
 	}
 	args = append(args, net.JoinHostPort(host, fmt.Sprint(port)))
 	cmd := exec.Command(proxy, args...)
