@@ -12,6 +12,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes/scheme"
 	appsv1client "k8s.io/client-go/kubernetes/typed/apps/v1"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
@@ -21,6 +22,7 @@ import (
 	"github.com/mesh-cni/mesh-cni/pkg/agent"
 	"github.com/mesh-cni/mesh-cni/pkg/kubeconfig"
 	"github.com/mesh-cni/mesh-cni/pkg/node"
+	"github.com/mesh-cni/mesh-cni/pkg/retry"
 	"github.com/mesh-cni/mesh-cni/pkg/version"
 )
 
@@ -131,30 +133,33 @@ type dsProbe struct {
 	namespace  string
 	name       string
 	log        *slog.Logger
+	backoff    wait.Backoff // zero: retry.Backoff(time.Minute)
 	allowed    atomic.Bool
 }
 
 // run GETs the DaemonSet until one GET gets an answer that proves access
-// (the object, or NotFound), backing off up to a minute.
+// (the object, or NotFound), backing off on p.backoff (zero: up to a
+// minute).
 func (p *dsProbe) run(ctx context.Context) {
-	for backoff := time.Second; ctx.Err() == nil; {
+	b := p.backoff
+	if b == (wait.Backoff{}) {
+		b = retry.Backoff(time.Minute)
+	}
+	err := retry.Until(ctx, b, func(ctx context.Context) error {
 		gctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
 		_, err := p.daemonSets.DaemonSets(p.namespace).Get(gctx, p.name, metav1.GetOptions{})
-		cancel()
-		if err == nil || apierrors.IsNotFound(err) {
-			p.allowed.Store(true)
-			p.log.Info("DaemonSet lookup allowed; a 401 or 403 on it at stop means the release is being removed",
-				"daemonset", p.namespace+"/"+p.name)
-			return
+		if apierrors.IsNotFound(err) {
+			return nil
 		}
-		p.log.Debug("cannot look up the DaemonSet yet", "err", err)
-		select {
-		case <-ctx.Done():
-		case <-time.After(backoff):
-		}
-		if backoff < time.Minute {
-			backoff *= 2
-		}
+		return err
+	}, func(err error, next time.Duration) {
+		p.log.Debug("cannot look up the DaemonSet yet", "err", err, "retry_in", next)
+	})
+	if err == nil {
+		p.allowed.Store(true)
+		p.log.Info("DaemonSet lookup allowed; a 401 or 403 on it at stop means the release is being removed",
+			"daemonset", p.namespace+"/"+p.name)
 	}
 }
 
