@@ -65,6 +65,8 @@ test-fuzz:
 	$(call fuzz,FuzzEntry,200000x,./pkg/install)
 	$(call fuzz,FuzzParse,250000x,./pkg/config)
 	$(call fuzz,FuzzNoAppIdentityExempt,20000x,./pkg/contract)
+	$(call fuzz,FuzzReadResponse,100000x,./pkg/podget)
+	$(call fuzz,FuzzKubeconfig,50000x,./pkg/apiget)
 
 bench: bench-agent bench-backend bench-plugin bench-chart bench-podcache
 

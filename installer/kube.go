@@ -13,6 +13,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes/scheme"
 	appsv1client "k8s.io/client-go/kubernetes/typed/apps/v1"
@@ -23,6 +24,7 @@ import (
 	"github.com/mesh-cni/mesh-cni/pkg/agent"
 	"github.com/mesh-cni/mesh-cni/pkg/kubeconfig"
 	"github.com/mesh-cni/mesh-cni/pkg/node"
+	"github.com/mesh-cni/mesh-cni/pkg/retry"
 	"github.com/mesh-cni/mesh-cni/pkg/version"
 )
 
@@ -134,27 +136,36 @@ type dsProbe struct {
 	namespace  string
 	name       string
 	log        *slog.Logger
-	allowed    atomic.Bool // a GET was answered once
-	deleted    atomic.Bool // the last word of the API server: deleted
+	backoff    wait.Backoff // zero: retry.Backoff(time.Minute)
+	allowed    atomic.Bool  // a GET was answered once
+	deleted    atomic.Bool  // the last word of the API server: deleted
 }
 
 // run GETs the DaemonSet and watches it from there, again after every
-// closed watch, backing off up to a minute while the API does not answer.
+// closed watch, backing off on p.backoff (zero: up to a minute, jittered)
+// while the API does not answer.
 func (p *dsProbe) run(ctx context.Context) {
-	for backoff := time.Second; ctx.Err() == nil; {
+	b := p.backoff
+	if b == (wait.Backoff{}) {
+		b = retry.Backoff(time.Minute)
+	}
+	next := b.DelayFunc()
+	for ctx.Err() == nil {
+		var d time.Duration
 		if rv, err := p.get(ctx); err != nil {
-			p.log.Debug("cannot look up the DaemonSet", "err", err)
+			d = next()
+			p.log.Debug("cannot look up the DaemonSet", "err", err, "retry_in", d)
 		} else if err := p.watch(ctx, rv); err != nil {
-			p.log.Debug("cannot watch the DaemonSet", "err", err)
+			d = next()
+			p.log.Debug("cannot watch the DaemonSet", "err", err, "retry_in", d)
 		} else {
-			backoff = time.Second // a watch the API server ended in time
+			// A watch the API server ended in time: start the backoff over.
+			next = b.DelayFunc()
+			d = next()
 		}
 		select {
 		case <-ctx.Done():
-		case <-time.After(backoff):
-		}
-		if backoff < time.Minute {
-			backoff *= 2
+		case <-time.After(d):
 		}
 	}
 }

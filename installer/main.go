@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	appsv1client "k8s.io/client-go/kubernetes/typed/apps/v1"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 
@@ -23,6 +24,7 @@ import (
 	meshconfig "github.com/mesh-cni/mesh-cni/pkg/config"
 	"github.com/mesh-cni/mesh-cni/pkg/install"
 	"github.com/mesh-cni/mesh-cni/pkg/kubeconfig"
+	"github.com/mesh-cni/mesh-cni/pkg/retry"
 	"github.com/mesh-cni/mesh-cni/pkg/version"
 )
 
@@ -148,7 +150,7 @@ func run(cfg *config, log *slog.Logger) error {
 		Version:      version.Version,
 		Publish:      publisher(nodes, cfg.nodeName),
 		Published:    publishedStatus(nodes, cfg.nodeName),
-		OnFirstReady: firstReady(ctx, client, cfg, log),
+		OnFirstReady: firstReady(ctx, client, cfg, retry.Backoff(30*time.Second), log),
 		Warn:         nodeWarner(rec, cfg.nodeName),
 		Log:          log,
 	})
@@ -225,26 +227,20 @@ func toolDirs(list string, log *slog.Logger) []string {
 	return out
 }
 
-// firstReady removes the startup taint once the node is ready.
-func firstReady(ctx context.Context, client *clients, cfg *config, log *slog.Logger) func() {
+// firstReady removes the startup taint once the node is ready, retrying
+// on b until it is gone or ctx ends.
+func firstReady(ctx context.Context, client *clients, cfg *config, b wait.Backoff, log *slog.Logger) func() {
 	if client == nil || cfg.startupTaint == "" {
 		return nil
 	}
 	return func() {
-		for backoff := time.Second; ctx.Err() == nil; {
-			err := removeTaint(ctx, client.core, cfg.nodeName, cfg.startupTaint)
-			if err == nil {
-				log.Info("removed the startup taint", "taint", cfg.startupTaint)
-				return
-			}
-			log.Warn("cannot remove the startup taint", "taint", cfg.startupTaint, "err", err)
-			select {
-			case <-ctx.Done():
-			case <-time.After(backoff):
-			}
-			if backoff < 30*time.Second {
-				backoff *= 2
-			}
+		err := retry.Until(ctx, b, func(ctx context.Context) error {
+			return removeTaint(ctx, client.core, cfg.nodeName, cfg.startupTaint)
+		}, func(err error, next time.Duration) {
+			log.Warn("cannot remove the startup taint", "taint", cfg.startupTaint, "err", err, "retry_in", next)
+		})
+		if err == nil {
+			log.Info("removed the startup taint", "taint", cfg.startupTaint)
 		}
 	}
 }

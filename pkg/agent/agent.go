@@ -16,11 +16,13 @@ import (
 	"time"
 
 	"github.com/fsnotify/fsnotify"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/mesh-cni/mesh-cni/pkg/install"
 	"github.com/mesh-cni/mesh-cni/pkg/kubeconfig"
 	"github.com/mesh-cni/mesh-cni/pkg/metrics"
 	"github.com/mesh-cni/mesh-cni/pkg/node"
+	"github.com/mesh-cni/mesh-cni/pkg/retry"
 )
 
 // StatusAnnotation is the Node annotation the agent keeps up to date.
@@ -37,18 +39,21 @@ type Status struct {
 // Options wire the agent. Paths are as the agent's container sees them;
 // HostPath maps one to the host's view for the marker.
 type Options struct {
-	Installer    *install.Installer
-	Watch        install.WatchOptions
-	Kubeconfig   string // where to write the plugin's kubeconfig
-	KubeOpts     kubeconfig.Options
-	KubeOptsErr  error // why KubeOpts could not be built (not in a pod)
-	Marker       string
-	HostPath     func(string) string
-	Backend      string
-	Version      string
-	TokenResync  time.Duration                       // default 1m
-	Publish      func(context.Context, Status) error // Node annotation; nil = off
-	OnFirstReady func()                              // once, the first time ready (startup taint)
+	Installer   *install.Installer
+	Watch       install.WatchOptions
+	Kubeconfig  string // where to write the plugin's kubeconfig
+	KubeOpts    kubeconfig.Options
+	KubeOptsErr error // why KubeOpts could not be built (not in a pod)
+	Marker      string
+	HostPath    func(string) string
+	Backend     string
+	Version     string
+	TokenResync time.Duration                       // default 1m
+	Publish     func(context.Context, Status) error // Node annotation; nil = off
+	// PublishBackoff spaces the retries of a failed Publish; zero means
+	// retry.Backoff(30s).
+	PublishBackoff wait.Backoff
+	OnFirstReady   func() // once, the first time ready (startup taint)
 	// Published returns the status last published on the Node (nil when
 	// there is none); asked once at start when no marker survived (a
 	// reboot empties the run dir), so the ready time can carry over.
@@ -398,22 +403,33 @@ func (a *Agent) update() {
 	}
 }
 
-// publishLoop writes the latest status to the Node, retrying with backoff;
-// a newer status replaces one still being retried.
+// publishLoop writes the latest status to the Node, retrying on
+// o.PublishBackoff; a newer status replaces one still being retried and
+// starts the backoff over.
 func (a *Agent) publishLoop(ctx context.Context) {
+	b := a.o.PublishBackoff
+	if b == (wait.Backoff{}) {
+		b = retry.Backoff(30 * time.Second)
+	}
 	var pending *Status
-	backoff := time.Second
+	next := b.DelayFunc()
+	var retryIn time.Duration
 	for {
-		var retry <-chan time.Time
+		var again <-chan time.Time
+		var t *time.Timer
 		if pending != nil {
-			retry = time.After(backoff)
+			t = time.NewTimer(retryIn)
+			again = t.C
 		}
 		select {
 		case <-ctx.Done():
 			return
 		case st := <-a.publishCh:
-			pending, backoff = &st, time.Second
-		case <-retry:
+			pending, next = &st, b.DelayFunc()
+		case <-again:
+		}
+		if t != nil {
+			t.Stop()
 		}
 		if pending == nil {
 			continue
@@ -425,10 +441,8 @@ func (a *Agent) publishLoop(ctx context.Context) {
 			pending = nil
 			continue
 		}
-		a.o.Log.Warn("cannot publish status on the Node", "err", err)
-		if backoff < 30*time.Second {
-			backoff *= 2
-		}
+		retryIn = next()
+		a.o.Log.Warn("cannot publish status on the Node", "err", err, "retry_in", retryIn)
 	}
 }
 

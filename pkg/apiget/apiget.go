@@ -12,6 +12,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/url"
 	"os"
@@ -73,11 +74,39 @@ type apiClient struct {
 	tls    *tls.Config
 }
 
+// maxFile caps what is read of the kubeconfig and the files it names (a
+// token or CA is a few kB): a path that names an endless file (/dev/zero)
+// is an error, not a lookup that eats the node's memory.
+const maxFile = 1 << 20
+
+// readFile reads path, refusing more than maxFile bytes.
+func readFile(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, maxFile+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(b) > maxFile {
+		return nil, fmt.Errorf("%s is larger than %d bytes", path, maxFile)
+	}
+	return b, nil
+}
+
 func loadKubeconfig(path string) (*apiClient, error) {
-	b, err := os.ReadFile(path)
+	b, err := readFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("kubeconfig: %w", err)
 	}
+	return parseKubeconfig(path, b, readFile)
+}
+
+// parseKubeconfig reads the client from kubeconfig b (named path in
+// errors); read loads the token and CA files it names.
+func parseKubeconfig(path string, b []byte, read func(string) ([]byte, error)) (*apiClient, error) {
 	var kc kubeconfigFile
 	if err := json.Unmarshal(b, &kc); err != nil {
 		return nil, fmt.Errorf("kubeconfig %s is not JSON: %w", path, err)
@@ -109,7 +138,7 @@ func loadKubeconfig(path string) (*apiClient, error) {
 		}
 		tlsConf.ServerName = u.Hostname()
 		tlsConf.InsecureSkipVerify = c.Cluster.InsecureSkipTLSVerify
-		pem, err := pemData(c.Cluster.CertificateAuthorityData, c.Cluster.CertificateAuthority)
+		pem, err := pemData(c.Cluster.CertificateAuthorityData, c.Cluster.CertificateAuthority, read)
 		if err != nil {
 			return nil, fmt.Errorf("kubeconfig %s: CA: %w", path, err)
 		}
@@ -130,7 +159,7 @@ func loadKubeconfig(path string) (*apiClient, error) {
 		}
 		ac.token = u.User.Token
 		if ac.token == "" && u.User.TokenFile != "" {
-			t, err := os.ReadFile(u.User.TokenFile)
+			t, err := read(u.User.TokenFile)
 			if err != nil {
 				return nil, fmt.Errorf("kubeconfig %s: token: %w", path, err)
 			}
@@ -148,12 +177,12 @@ func loadKubeconfig(path string) (*apiClient, error) {
 	return ac, nil
 }
 
-func pemData(data, file string) ([]byte, error) {
+func pemData(data, file string, read func(string) ([]byte, error)) ([]byte, error) {
 	if data != "" {
 		return base64.StdEncoding.DecodeString(data)
 	}
 	if file != "" {
-		return os.ReadFile(file)
+		return read(file)
 	}
 	return nil, nil
 }

@@ -67,21 +67,45 @@ func ctxErr(ctx context.Context, err error) error {
 	return err
 }
 
+// maxHead caps the status line and headers together, and each chunk-size
+// line: an answer that never ends its head is an error, not memory spent.
+const maxHead = 1 << 20
+
+var errHeadTooLarge = fmt.Errorf("answer head longer than %d bytes", maxHead)
+
+// readLine reads up to and including '\n', counting what it reads against
+// *left.
+func readLine(r *bufio.Reader, left *int) (string, error) {
+	var line []byte
+	for {
+		frag, err := r.ReadSlice('\n')
+		if len(frag) > *left {
+			return "", errHeadTooLarge
+		}
+		*left -= len(frag)
+		line = append(line, frag...)
+		if err != bufio.ErrBufferFull {
+			return string(line), err
+		}
+	}
+}
+
 func readResponse(r *bufio.Reader) (int, []byte, error) {
-	status, err := r.ReadString('\n')
+	left := maxHead
+	status, err := readLine(r, &left)
 	if err != nil {
 		return 0, nil, fmt.Errorf("read status line: %w", err)
 	}
-	// "HTTP/1.1 200 OK"
+	// "HTTP/1.1 200 OK": the status is three digits (RFC 9110, 15)
 	proto, rest, _ := strings.Cut(strings.TrimSpace(status), " ")
 	codeStr, _, _ := strings.Cut(rest, " ")
 	code, err := strconv.Atoi(codeStr)
-	if !strings.HasPrefix(proto, "HTTP/1.") || err != nil {
+	if !strings.HasPrefix(proto, "HTTP/1.") || err != nil || len(codeStr) != 3 || code < 100 {
 		return 0, nil, fmt.Errorf("not an HTTP/1 answer: %q", Trim([]byte(status)))
 	}
 	length, chunked := int64(-1), false
 	for {
-		line, err := r.ReadString('\n')
+		line, err := readLine(r, &left)
 		if err != nil {
 			return 0, nil, fmt.Errorf("read headers: %w", err)
 		}
@@ -122,7 +146,8 @@ func readResponse(r *bufio.Reader) (int, []byte, error) {
 func readChunked(r *bufio.Reader) ([]byte, error) {
 	var body []byte
 	for {
-		line, err := r.ReadString('\n')
+		left := maxHead
+		line, err := readLine(r, &left)
 		if err != nil {
 			return nil, err
 		}

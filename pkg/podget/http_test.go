@@ -22,6 +22,12 @@ func TestReadResponse(t *testing.T) {
 		{"short body", "HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\n{}", 0, "", "read body"},
 		{"bad chunk", "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", 0, "", "bad chunk size"},
 		{"cut headers", "HTTP/1.1 200 OK\r\nContent-", 0, "", "read headers"},
+		{"negative status", "HTTP/1.1 -1 X\r\n\r\n", 0, "", "not an HTTP/1 answer"},
+		{"signed status", "HTTP/1.1 +20 X\r\n\r\n", 0, "", "not an HTTP/1 answer"},
+		{"endless status line", "HTTP/1.1 200 " + strings.Repeat("x", maxHead), 0, "", "head longer than"},
+		{"endless headers", "HTTP/1.1 200 OK\r\n" + strings.Repeat("X: y\r\n", maxHead/5), 0, "", "head longer than"},
+		{"endless chunk line", "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n1;" + strings.Repeat("x", maxHead), 0, "", "head longer than"},
+		{"head at the cap", "HTTP/1.1 200 OK\r\nX: " + strings.Repeat("y", maxHead-len("HTTP/1.1 200 OK\r\nX: \r\n\r\n")) + "\r\n\r\n", 200, "", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			code, body, err := readResponse(bufio.NewReader(strings.NewReader(tc.in)))
