@@ -366,10 +366,7 @@ func writeSpec(w io.Writer, s rules.Spec) {
 		line("dns", "%s 53 to %s, from %s, to port %d", proto, dst, who, s.DNSPort)
 	}
 	if s.LoopbackToInbound {
-		var direct []rules.PortRange
-		if !s.IgnoreOutboundFirst {
-			direct = slices.Clone(s.IgnoreOutbound)
-		}
+		direct := slices.Clone(s.IgnoreOutbound) // returned first or in MESH_PROXY_SELF: direct either way
 		if s.TunnelPort != 0 {
 			direct = append(direct, rules.PortRange{First: s.TunnelPort, Last: s.TunnelPort})
 		}
