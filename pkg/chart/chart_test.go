@@ -697,7 +697,8 @@ func TestFullValues(t *testing.T) {
 		!slices.Equal(cu.InboundPorts, []string{"80", "8080-8090"}) {
 		t.Errorf("custom mesh %+v", cu)
 	}
-	if is := conf.Meshes["istio"]; !slices.Equal(is.IgnoreInbound, []string{"15020", "15021", "15090"}) || !slices.Equal(is.SkipSubnets, []string{"169.254.169.254/32", "fd00::/8"}) {
+	if is := conf.Meshes["istio"]; !slices.Equal(is.IgnoreInbound, []string{"15020", "15021", "15090"}) || !slices.Equal(is.SkipSubnets, []string{"fd00::/8"}) ||
+		!slices.Equal(is.SkipOutboundSubnets, []string{"169.254.169.254/32"}) {
 		t.Errorf("istio mesh %+v", is)
 	}
 	if l := conf.Meshes["linkerd"]; l.Enabled == nil || *l.Enabled {

@@ -89,7 +89,7 @@ var MeshKeys = []MeshKey{
 	{Name: "ignoreInboundPorts", Type: typ("array"), Value: list(ref("portOrRange")), Unset: "none",
 		Gap: "the order of a range's two ends", Doc: "inbound ports never redirected"},
 	{Name: "ignoreOutboundPorts", Type: typ("array"), Value: list(ref("portOrRange")), Unset: "none",
-		Gap: "the order of a range's two ends", Doc: "outbound ports never redirected"},
+		Gap: "the order of a range's two ends", Doc: "outbound ports never redirected (istio: TCP and UDP, returned before DNS capture, as Istio's excludeOutboundPorts)"},
 	{Name: "includeOutboundPorts", Type: typ("array"), Value: list(ref("portOrRange")), Unset: "none",
 		Gap: "the order of a range's two ends", Doc: "with `includeSubnets`: also redirect these ports to any destination"},
 	{Name: "skipSubnets", Type: typ("array"), Value: list(ref("cidr")), Unset: "none",

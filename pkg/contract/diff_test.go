@@ -160,6 +160,11 @@ func landings(t *testing.T, w *promise, dual bool, add func(*testenv.Topo) error
 		return p == w.outboundPort || p == w.inboundPort || p == w.dnsPort
 	})
 	peerPorts := uniq(slices.Concat([]int{appPort, 5432}, w.excludePorts, w.includePorts))
+	// The peer's DNS server answers TCP and UDP on 53; UDP to another
+	// excluded port finds no listener there ("no answer"), and the
+	// proxy's DNS port when something redirects it.
+	udpPorts := uniq(slices.Concat([]int{53}, w.excludePorts))
+	tcpPeer := slices.DeleteFunc(slices.Clone(peerPorts), func(p int) bool { return p == 53 })
 	var remote []netip.Addr
 	for _, r := range slices.Concat(w.excludeRanges, w.includeIn, w.alsoProbe) {
 		if a := host(r); a.Is4() || dual {
@@ -167,7 +172,7 @@ func landings(t *testing.T, w *promise, dual bool, add func(*testenv.Topo) error
 			remote = append(remote, a)
 		}
 	}
-	tp.Serve(t, tp.Peer, nil, "-name", "peer", "-ports", join(peerPorts), "-dns", "53")
+	tp.Serve(t, tp.Peer, nil, "-name", "peer", "-ports", join(tcpPeer), "-dns", "53")
 	tp.Serve(t, tp.Pod, nil, "-name", "app", "-ports", join(podPorts))
 	args := []string{"-name", "proxy", "-outbound", fmt.Sprint(w.outboundPort), "-inbound", fmt.Sprint(w.inboundPort), "-dns", fmt.Sprint(w.dnsPort)}
 	if w.tproxy {
@@ -205,11 +210,13 @@ func landings(t *testing.T, w *promise, dual bool, add func(*testenv.Topo) error
 			}
 		}
 		for _, f := range fams {
-			dst(f.peer, peerPorts)
+			dst(f.peer, uniq(append(slices.Clone(peerPorts), 53)))
 			dst(f.pod, podPorts)
 			dst(f.lo, podPorts)
-			r, err := tp.Connect(tp.Pod, c, true, f.peer, 53)
-			land(fmt.Sprintf("%s udp %s", m.name, net.JoinHostPort(f.peer, "53")), r, err)
+			for _, p := range udpPorts {
+				r, err := tp.Connect(tp.Pod, c, true, f.peer, p)
+				land(fmt.Sprintf("%s udp %s", m.name, net.JoinHostPort(f.peer, fmt.Sprint(p))), r, err)
+			}
 		}
 		for _, a := range remote {
 			dst(a.String(), []int{appPort})

@@ -31,6 +31,7 @@ var linkerdDeliberate = map[[2]string]string{
 	{"app-proxy-uid", "ADD"}:                           "the app runs as the proxy's UID: linkerd-cni sets the pod up and the app's traffic bypasses the proxy unseen; mesh-cni refuses the pod, naming the container",
 	{"proxy-gid", "app tcp 198.18.10.2:5432"}:          "the app's primary GID is the proxy's: linkerd-cni's --gid-owner rule exempts the app; mesh-cni exempts no GID an app container shares",
 	{"proxy-gid", "app tcp 198.18.10.2:8080"}:          "the app's primary GID is the proxy's: linkerd-cni's --gid-owner rule exempts the app; mesh-cni exempts no GID an app container shares",
+	{"proxy-gid", "app tcp 198.18.10.2:53"}:            "the app's primary GID is the proxy's: linkerd-cni's --gid-owner rule exempts the app; mesh-cni exempts no GID an app container shares",
 	{"skip", "ADD"}:                                    "an IPv6 entry in skip-subnets: linkerd-cni's IPv4 pass hands it to iptables, which refuses it, and ADD fails; mesh-cni skips it for IPv6",
 	{"edge-skip-subnets-v6", "ADD"}:                    "an IPv6 entry in skip-subnets: linkerd-cni's IPv4 pass hands it to iptables, which refuses it, and ADD fails; mesh-cni skips it for IPv6",
 	{"edge-ports-spaces", "app tcp 198.18.10.2:6379"}:  "\" 6379\" after a comma: linkerd-cni does not trim it, fails to parse it and drops it silently; mesh-cni trims it and skips the port",

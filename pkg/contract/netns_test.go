@@ -308,6 +308,9 @@ func newProbes(t *testing.T, tp *testenv.Topo, w *promise) *probes {
 	}
 	for _, r := range slices.Concat(w.excludeRanges, w.includeIn, w.alsoProbe) {
 		a := host(r)
+		if a == netip.MustParseAddr(testenv.PodV4) || a == netip.MustParseAddr(testenv.PodV6) {
+			continue // the pod's own address: the proxy-to-self probe's
+		}
 		tp.PeerAddress(t, a)
 		p.out = append(p.out, dest{a, appPort})
 	}
@@ -424,6 +427,9 @@ func (p *probes) run(t *testing.T, podAddr, peerAddr string) {
 				}
 			}
 		}
+	}
+	if w.mesh == mesh.Kuma {
+		p.expectSelf(t, podAddr)
 	}
 	// Inbound, through eth0 and each excluded interface.
 	for _, port := range p.in {

@@ -327,7 +327,11 @@ func writeSpec(w io.Writer, s rules.Spec) {
 	}
 	line("proxy uid/gid", "%d/%s (exempt)", s.ProxyUID, gid)
 	line("inbound", "to port %d, ports %s, except %s", s.InboundPort, portsOr(s.InboundPorts, "all"), portsOr(withTunnel(s), "none"))
-	line("outbound", "to port %d, except ports %s", s.OutboundPort, portsOr(s.IgnoreOutbound, "none"))
+	except := portsOr(s.IgnoreOutbound, "none")
+	if s.IgnoreOutboundFirst && len(s.IgnoreOutbound) > 0 {
+		except += " (tcp and udp, before DNS capture)"
+	}
+	line("outbound", "to port %d, except ports %s", s.OutboundPort, except)
 	if s.IncludeSubnets != nil {
 		line("outbound only to", "%s, or ports %s", prefixesOr(s.IncludeSubnets, "no subnet"), portsOr(s.IncludeOutbound, "none"))
 	}
@@ -341,7 +345,7 @@ func writeSpec(w io.Writer, s rules.Spec) {
 	if len(s.ExemptUIDs) > 0 {
 		when := "DNS capture still applies"
 		if s.ExemptDNS {
-			when = "before DNS capture"
+			when = "before DNS capture and the proxy's path to its own pod"
 		}
 		line("exempt uids", "%s (outbound not redirected; %s)", exemptUIDs(s.ExemptUIDs), when)
 	}
@@ -362,7 +366,7 @@ func writeSpec(w io.Writer, s rules.Spec) {
 		line("dns", "%s 53 to %s, from %s, to port %d", proto, dst, who, s.DNSPort)
 	}
 	if s.LoopbackToInbound {
-		direct := slices.Clone(s.IgnoreOutbound)
+		direct := slices.Clone(s.IgnoreOutbound) // returned first or in MESH_PROXY_SELF: direct either way
 		if s.TunnelPort != 0 {
 			direct = append(direct, rules.PortRange{First: s.TunnelPort, Last: s.TunnelPort})
 		}

@@ -229,7 +229,7 @@ func TestKumaSummary(t *testing.T) {
 		t.Fatalf("exit %d: %s", code, errs)
 	}
 	expect(t, out, "decision: redirect (mesh kuma)", "families:          ipv4, ipv6",
-		"exempt uids:       2000-2999 tcp ports 22,443 (outbound not redirected; before DNS capture)",
+		"exempt uids:       2000-2999 tcp ports 22,443 (outbound not redirected; before DNS capture and the proxy's path to its own pod)",
 		"dns:               udp 53 to any destination except the skipped subnets, from every process but the proxy, to port 15053",
 		"drop invalid:      conntrack INVALID packets dropped (mangle PREROUTING)",
 		"lo addresses:      ::6/128", "ip addr add ::6/128 dev lo", "ct state invalid counter drop")

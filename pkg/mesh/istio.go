@@ -200,6 +200,9 @@ func istioSpec(cfg Config, s rules.Spec, pod Pod, proxy *Container) (rules.Spec,
 	s.IgnoreOutbound = nilIfEmpty(s.IgnoreOutbound)
 	s.IncludeOutbound = nilIfEmpty(s.IncludeOutbound)
 	s.SkipOutboundSubnets = nilIfEmpty(s.SkipOutboundSubnets)
+	// excludeOutboundPorts: TCP and UDP, before DNS capture (istio.io/istio
+	// tools/istio-iptables/pkg/capture/run.go:282-288).
+	s.IgnoreOutboundFirst = true
 	return s, nil
 }
 

@@ -193,7 +193,10 @@ func proxyRules(s Spec, base Rule) []Rule {
 func proxySelfChain(s Spec) Chain {
 	c := Chain{Name: ChainProxySelf}
 	ret := Verdict{Kind: Return}
-	direct := slices.Clone(s.IgnoreOutbound)
+	var direct []PortRange
+	if !s.IgnoreOutboundFirst { // else MESH_OUTPUT returned them already
+		direct = slices.Clone(s.IgnoreOutbound)
+	}
 	if s.TunnelPort != 0 {
 		direct = append(direct, PortRange{s.TunnelPort, s.TunnelPort})
 	}
@@ -210,10 +213,33 @@ func proxySelfChain(s Spec) Chain {
 func outputChain(s Spec) Chain {
 	c := Chain{Name: ChainOutput, Hook: Output}
 	ret := Verdict{Kind: Return}
+	ignore := Rule{DPorts: s.IgnoreOutbound, Verdict: ret, Comment: cm("outbound-ignore-ports")}
+	if s.IgnoreOutboundFirst && len(s.IgnoreOutbound) > 0 {
+		// Istio returns excluded ports, TCP and UDP, ahead of every
+		// other outbound rule (istio.io/istio tools/istio-iptables/pkg/
+		// capture/run.go:282-288; istio-nftables run.go:336-342).
+		for _, p := range []Proto{TCP, UDP} {
+			r := ignore
+			r.Proto = p
+			c.Rules = append(c.Rules, r)
+		}
+	}
 	if s.DNSFirst {
 		c.Rules = append(c.Rules, dnsRules(s)...)
 	}
 	c.Rules = append(c.Rules, excludeIfaceRules(s, false)...)
+	skip := s.SkipOutboundSubnets
+	skipRule := Rule{Dst: skip, Verdict: ret, Comment: cm("skip-subnets")}
+	if s.ExemptDNS {
+		// Kuma returns its excluded destinations and owners in OUTPUT,
+		// before DNS capture and before the jump to the chain that holds
+		// the proxy's path to its own pod (kumahq/kuma v2.14.3
+		// builder_table_nat.go:228-252, 308-316; buildMeshOutbound 86-170).
+		c.Rules = append(c.Rules, exemptRules(s)...)
+		if len(skip) > 0 {
+			c.Rules = append(c.Rules, skipRule)
+		}
+	}
 	if s.LoopbackToInbound {
 		c.Rules = append(c.Rules, Rule{OutIface: "lo", Src: passthroughSources, Verdict: ret, Comment: cm("inbound-passthrough")})
 		// The proxy calling its own pod (a Service VIP that resolved to
@@ -226,17 +252,6 @@ func outputChain(s Spec) Chain {
 			Verdict: Verdict{Kind: Jump, Chain: ChainProxySelf}, Comment: cm("proxy-to-self")})
 	}
 	c.Rules = append(c.Rules, proxyRules(s, Rule{Verdict: ret, Comment: cm("proxy")})...)
-	// SkipSubnets is Linkerd's skip-subnets: inbound sources only.
-	skip := s.SkipOutboundSubnets
-	skipRule := Rule{Dst: skip, Verdict: ret, Comment: cm("skip-subnets")}
-	if s.ExemptDNS {
-		// Kuma returns its excluded destinations and owners before DNS
-		// capture (kumahq/kuma v2.14.3 builder_table_nat.go:228-306).
-		c.Rules = append(c.Rules, exemptRules(s)...)
-		if len(skip) > 0 {
-			c.Rules = append(c.Rules, skipRule)
-		}
-	}
 	if !s.DNSFirst {
 		c.Rules = append(c.Rules, dnsRules(s)...)
 	}
@@ -244,9 +259,11 @@ func outputChain(s Spec) Chain {
 		c.Rules = append(c.Rules, exemptRules(s)...)
 	}
 	c.Rules = append(c.Rules, Rule{OutIface: "lo", Verdict: ret, Comment: cm("loopback")})
-	if len(s.IgnoreOutbound) > 0 {
-		c.Rules = append(c.Rules, Rule{Proto: TCP, DPorts: s.IgnoreOutbound, Verdict: ret, Comment: cm("outbound-ignore-ports")})
+	if len(s.IgnoreOutbound) > 0 && !s.IgnoreOutboundFirst {
+		ignore.Proto = TCP
+		c.Rules = append(c.Rules, ignore)
 	}
+	// SkipSubnets is Linkerd's skip-subnets: inbound sources only.
 	if len(skip) > 0 && !s.ExemptDNS {
 		c.Rules = append(c.Rules, skipRule)
 	}

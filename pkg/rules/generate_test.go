@@ -88,28 +88,45 @@ func TestFamilies(t *testing.T) {
 }
 
 // Rule order decides correctness: the proxy and DNS exemptions must come
-// before the catch-all redirect.
+// before the catch-all redirect, and Istio's excluded ports before DNS
+// capture.
 func TestOutputOrder(t *testing.T) {
 	s := istioSpec(v4)
 	s.CaptureDNS = true
 	s.IgnoreOutbound = ports("9999")
-	var order []string
-	for _, c := range Generate(s).Tables[0].Chains {
-		if c.Name == ChainOutput {
-			for _, r := range c.Rules {
-				order = append(order, strings.TrimPrefix(r.Comment, commentPrefix))
+	order := func(s Spec) []string {
+		var out []string
+		for _, c := range Generate(s).Tables[0].Chains {
+			if c.Name == ChainOutput {
+				for _, r := range c.Rules {
+					out = append(out, strings.TrimPrefix(r.Comment, commentPrefix)+"/"+string(r.Proto))
+				}
 			}
 		}
+		return out
 	}
-	want := []string{"inbound-passthrough", "proxy-to-self", "proxy", "proxy-gid", "dns", "dns", "loopback", "outbound-ignore-ports", "outbound-redirect"}
-	if !reflect.DeepEqual(order, want) {
-		t.Errorf("MESH_OUTPUT order = %v, want %v", order, want)
+	want := []string{"outbound-ignore-ports/tcp", "outbound-ignore-ports/udp", "inbound-passthrough/", "proxy-to-self/tcp",
+		"proxy/", "proxy-gid/", "dns/udp", "dns/tcp", "loopback/", "outbound-redirect/tcp"}
+	if got := order(s); !reflect.DeepEqual(got, want) {
+		t.Errorf("MESH_OUTPUT order = %v, want %v", got, want)
 	}
-	// The proxy's path to its own pod: outbound-excluded, tunnel and TCP
-	// DNS ports go direct, every other port to the inbound port.
+	// The proxy's path to its own pod: the tunnel and TCP DNS ports go
+	// direct (the excluded ones were returned already), every other port
+	// to the inbound port.
 	self := proxySelfChain(normalize(s)).Rules
-	if len(self) != 2 || !reflect.DeepEqual(self[0].DPorts, ports("53", "9999", "15008")) || self[1].Verdict != (Verdict{Kind: RedirectTo, Port: 15006}) {
+	if len(self) != 2 || !reflect.DeepEqual(self[0].DPorts, ports("53", "15008")) || self[1].Verdict != (Verdict{Kind: RedirectTo, Port: 15006}) {
 		t.Errorf("MESH_PROXY_SELF = %+v", self)
+	}
+	// Without IgnoreOutboundFirst: TCP only, after DNS capture, and the
+	// proxy's path to its own pod leaves them alone itself.
+	s.IgnoreOutboundFirst = false
+	want = []string{"inbound-passthrough/", "proxy-to-self/tcp", "proxy/", "proxy-gid/", "dns/udp", "dns/tcp", "loopback/",
+		"outbound-ignore-ports/tcp", "outbound-redirect/tcp"}
+	if got := order(s); !reflect.DeepEqual(got, want) {
+		t.Errorf("MESH_OUTPUT order without IgnoreOutboundFirst = %v, want %v", got, want)
+	}
+	if self := proxySelfChain(normalize(s)).Rules; len(self) != 2 || !reflect.DeepEqual(self[0].DPorts, ports("53", "9999", "15008")) {
+		t.Errorf("MESH_PROXY_SELF without IgnoreOutboundFirst = %+v", self)
 	}
 }
 

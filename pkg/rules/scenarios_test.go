@@ -45,7 +45,8 @@ func linkerdSpec(f []Family) Spec {
 
 func istioSpec(f []Family) Spec {
 	return Spec{Mesh: "istio", Families: f, ProxyUID: 1337, ProxyGID: u32(1337), InboundPort: 15006, OutboundPort: 15001,
-		TunnelPort: 15008, Mode: Redirect, IgnoreInbound: ports("15020", "15021", "15090"), DNSPort: 15053, LoopbackToInbound: true}
+		TunnelPort: 15008, Mode: Redirect, IgnoreInbound: ports("15020", "15021", "15090"), DNSPort: 15053, LoopbackToInbound: true,
+		IgnoreOutboundFirst: true}
 }
 
 func scenarios() []scenario {
@@ -83,7 +84,8 @@ func scenarios() []scenario {
 			s.SkipSubnets = pfx("10.0.0.0/8")
 			s.ExcludeIfaces = []string{"net1"}
 		})},
-		{"istio-dns", with(istioSpec(v4), func(s *Spec) { s.CaptureDNS = true })},
+		// Excluded outbound ports, 53 too: TCP and UDP, ahead of DNS capture.
+		{"istio-dns", with(istioSpec(v4), func(s *Spec) { s.CaptureDNS, s.IgnoreOutbound = true, ports("53", "15020") })},
 		{"exclude-interfaces", with(istioSpec(dual), func(s *Spec) { s.ExcludeIfaces = []string{"net1", "eth1"} })},
 		{"custom", Spec{Mesh: "custom", Families: v4, ProxyUID: 1000, InboundPort: 9000, OutboundPort: 9001,
 			Mode: Redirect, CaptureDNS: true, DNSPort: 5353, IgnoreInbound: ports("9901")}},

@@ -416,20 +416,26 @@ func TestTrafficIstio(t *testing.T) {
 // (pkg/transparentproxy/iptables/builder/builder_table_nat.go
 // buildMeshOutbound at v2.14.3): the outbound port exclusions apply first,
 // then every other TCP port goes to the inbound port, whatever the inbound
-// port lists say; TCP DNS is not exempt (Kuma captures UDP only).
+// port lists say; TCP DNS is not exempt (Kuma captures UDP only). An
+// excludePortsForUIDs entry naming the proxy's UID is returned in OUTPUT
+// before the jump to that chain (builder_table_nat.go:228-252, 308-316),
+// so it reaches its own pod on that port directly.
 func TestTrafficKumaProxySelf(t *testing.T) {
 	needTrafficTools(t)
 	const kumaUID = 5678
 	spec := Spec{Mesh: "kuma", Families: dual, ProxyUID: kumaUID, ProxyGID: u32(kumaUID), InboundPort: 15006, OutboundPort: 15001,
 		Mode: Redirect, InboundPorts: ports("8080", "5432"), IgnoreInbound: ports("9901", "8443"), IgnoreOutbound: ports("9901", "5432"),
-		LoopbackToInbound: true, CaptureDNS: true, DNSPort: 15053, DNSUDPOnly: true, ExemptDNS: true}
+		LoopbackToInbound: true, CaptureDNS: true, DNSPort: 15053, DNSUDPOnly: true, ExemptDNS: true,
+		ExemptUIDs: []UIDExemption{{First: kumaUID, Last: kumaUID, Proto: TCP, Ports: ports("7070")}}}
 	for _, renderer := range []string{"nft", "iptables"} {
 		t.Run(renderer, func(t *testing.T) {
 			tp := newTopology(t, "k"+renderer[:1])
 			tp.apply(t, Generate(spec), renderer)
 			listen(t, tp.pod, kumaUID, false, "proxy", "tcp:[::]:15001", "tcp:[::]:15006")
-			listen(t, tp.pod, appUID, false, "app", "tcp:[::]:5432", "tcp:[::]:8443", "tcp:[::]:9090", "tcp:[::]:9901", "tcp:[::]:53")
+			listen(t, tp.pod, appUID, false, "app", "tcp:[::]:5432", "tcp:[::]:8443", "tcp:[::]:9090", "tcp:[::]:9901", "tcp:[::]:53", "tcp:[::]:7070")
 			checkProbes(t, tp, []probe{
+				{"proxy to its own pod, port its UID is excluded for", false, kumaUID, "tcp", podIP4 + ":7070", "app", ""},
+				{"proxy to its own pod v6, port its UID is excluded for", false, kumaUID, "tcp6", "[" + podIP6 + "]:7070", "app", ""},
 				{"inbound excluded port reaches the app", true, 0, "tcp", podIP4 + ":8443", "app", ""},
 				{"inbound port not in the list reaches the app", true, 0, "tcp", podIP4 + ":9090", "app", ""},
 				{"proxy to its own pod, excluded outbound port", false, kumaUID, "tcp", podIP4 + ":5432", "app", ""},

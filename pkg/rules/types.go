@@ -24,8 +24,10 @@
 //     address match also matches "meta nfproto" of that family (so nft and
 //     iptables program the same traffic). See rules.NftRule, NftBaseChain.
 //   - Spec.DNSFirst puts DNS capture before the proxy's RETURN (Consul);
-//     with Spec.ExemptDNS the outbound skip subnets come before DNS capture
-//     too (Kuma). Spec.DropInvalid adds mangle PREROUTING chain
+//     with Spec.ExemptDNS the exempt UIDs and outbound skip subnets come
+//     before DNS capture and the proxy's path to its own pod (Kuma).
+//     Spec.IgnoreOutboundFirst returns IgnoreOutbound, TCP and UDP, ahead
+//     of every other outbound rule (Istio). Spec.DropInvalid adds mangle PREROUTING chain
 //     MESH_DROP_INVALID (ct state INVALID, drop). Spec.LoopbackAddrs become
 //     RuleSet.LoopbackAddrs (those of the programmed families), which the
 //     plugin adds to lo; no backend writes them.
@@ -90,6 +92,12 @@ type Spec struct {
 	SkipOutboundSubnets []netip.Prefix // destinations only
 	LoopbackToInbound   bool           // proxy to a local non-loopback address goes inbound
 
+	// IgnoreOutboundFirst: IgnoreOutbound applies to UDP too and comes
+	// first, before DNS capture and the proxy's path to its own pod
+	// (Istio's excludeOutboundPorts). Otherwise it is TCP only, after DNS
+	// capture (Linkerd's, Kuma's and Consul's excluded outbound ports).
+	IgnoreOutboundFirst bool
+
 	CaptureDNS bool
 	DNSPort    uint16
 	// DNSUDPOnly captures UDP port 53 only (Kuma's DNS proxy serves no
@@ -114,8 +122,8 @@ type Spec struct {
 	// pod's own, declared exemptions, matched after DNS capture.
 	ExemptUIDs []UIDExemption
 	// ExemptDNS: ExemptUIDs and the outbound skip subnets come before DNS
-	// capture, so they skip it too (Kuma's order); otherwise DNS capture
-	// applies to them (Consul's).
+	// capture and the proxy's path to its own pod, so they skip both
+	// (Kuma's order); otherwise DNS capture applies to them (Consul's).
 	ExemptDNS bool
 	// SkipInboundSources: inbound connections from these sources are not
 	// redirected (Kuma's inbound excludePortsForIPs).
