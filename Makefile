@@ -4,7 +4,11 @@ GO ?= go
 export GOFLAGS := -buildvcs=false
 export CGO_ENABLED := 0
 VERSION ?= $(shell cat VERSION)
-LDFLAGS := -s -w -X github.com/mesh-cni/mesh-cni/pkg/version.Version=$(VERSION)
+# The commit is passed in the link flags (the toolchain's VCS stamp is off:
+# -buildvcs=false), "-dirty" when the tree has uncommitted changes.
+COMMIT ?= $(shell bash hack/commit.sh)
+LDFLAGS := -s -w -X github.com/mesh-cni/mesh-cni/pkg/version.Version=$(VERSION) \
+	-X github.com/mesh-cni/mesh-cni/pkg/version.Commit=$(COMMIT)
 BIN := $(CURDIR)/bin
 # Test packages in parallel, but not more than the cores we have.
 GOTEST := $(GO) test -count=1 -p 2
