@@ -13,7 +13,7 @@ BIN := $(CURDIR)/bin
 # Test packages in parallel, but not more than the cores we have.
 GOTEST := $(GO) test -count=1 -p 2
 
-.PHONY: bench-plugin bench-podcache all build deps k8s-bins istio-bins istio-goldens test test-unit test-fuzz bench bench-agent clean image image-tar chart-lint kustomize-base generate test-chart bench-chart
+.PHONY: release release-tools bench-plugin bench-podcache all build deps k8s-bins istio-bins istio-goldens test test-unit test-fuzz bench bench-agent clean image image-tar chart-lint kustomize-base generate test-chart bench-chart
 
 all: build
 
@@ -30,7 +30,7 @@ build:
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/mesh-cni-metrics-proxy ./metricsproxy
 
 ## test: every test (the README's test command)
-test: deps build k8s-bins istio-bins test-unit test-fuzz test-chart test-e2e-ci
+test: deps build k8s-bins istio-bins release-tools test-unit test-fuzz test-chart test-e2e-ci
 
 ## k8s-bins: etcd, kube-apiserver, kube-controller-manager, kubectl for the API-server tests (pkg/testenv), built from source, cached in $(MESH_CNI_CACHE)/k8s
 K8S_BINS ?= etcd kube-apiserver kube-controller-manager kubectl
@@ -41,6 +41,16 @@ k8s-bins:
 ISTIO_BINS ?= istioctl pilot-discovery pilot-agent istio-cni inject
 istio-bins:
 	@bash hack/build-istio.sh $(ISTIO_BINS) >/dev/null
+
+## release-tools: crane, cosign, the registry and helm-docs, pinned in hack/tools/go.mod, cached in $(MESH_CNI_CACHE)/release-tools
+release-tools:
+	@bash hack/build-tools.sh >/dev/null
+
+## release: binaries and image indexes for linux/amd64 and linux/arm64, SBOMs, the chart, all
+## pushed to REGISTRY (default: a registry started for the run) and signed (docs/release.md)
+REGISTRY ?=
+release: release-tools
+	REGISTRY=$(REGISTRY) VERSION=$(VERSION) bash hack/release.sh
 
 ## istio-goldens: rewrite pkg/contract/testdata/istio/*.yaml with Istio's injector (inputs in .../istio/in)
 istio-goldens:

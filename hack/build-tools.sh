@@ -4,11 +4,11 @@
 #
 #   hack/build-tools.sh [tool...]
 #
-# Tools: ko crane cosign registry helm-docs (default: all). Binaries are
+# Tools: crane cosign registry helm-docs (default: all). Binaries are
 # static and land in $MESH_CNI_CACHE/release-tools/<key>/bin, where <key>
 # hashes the Go version, hack/tools/go.mod and go.sum: bumping a pin there
 # builds a fresh set, nothing is installed by hand. The last line of stdout
-# is that directory: bin=$(hack/build-tools.sh ko | tail -n1). Logs go to
+# is that directory: bin=$(hack/build-tools.sh crane | tail -n1). Logs go to
 # stderr.
 set -euo pipefail
 
@@ -17,13 +17,12 @@ CACHE=${MESH_CNI_CACHE:-/var/cache/mesh-cni}
 GO=${GO:-go}
 
 declare -A pkg=(
-  [ko]=github.com/google/ko
   [crane]=github.com/google/go-containerregistry/cmd/crane
   [cosign]=github.com/sigstore/cosign/v2/cmd/cosign
   [registry]=github.com/distribution/distribution/v3/cmd/registry
   [helm-docs]=github.com/norwoodj/helm-docs/cmd/helm-docs
 )
-all=(ko crane cosign registry helm-docs)
+all=(crane registry cosign helm-docs)
 
 log() { echo "build-tools: $*" >&2; }
 die() { log "error: $*"; exit 1; }
