@@ -13,7 +13,7 @@ BIN := $(CURDIR)/bin
 # Test packages in parallel, but not more than the cores we have.
 GOTEST := $(GO) test -count=1 -p 2
 
-.PHONY: release release-tools bench-plugin bench-podcache all build deps k8s-bins istio-bins istio-goldens test test-unit test-fuzz bench bench-agent clean image image-tar chart-lint kustomize-base generate test-chart bench-chart
+.PHONY: release release-tools chart-readme bench-plugin bench-podcache all build deps k8s-bins istio-bins istio-goldens test test-unit test-fuzz bench bench-agent clean image image-tar chart-lint kustomize-base generate test-chart bench-chart
 
 all: build
 
@@ -45,6 +45,10 @@ istio-bins:
 ## release-tools: crane, cosign, the registry and helm-docs, pinned in hack/tools/go.mod, cached in $(MESH_CNI_CACHE)/release-tools
 release-tools:
 	@bash hack/build-tools.sh >/dev/null
+
+## chart-readme: charts/mesh-cni/README.md from README.md.gotmpl and values.yaml (helm-docs)
+chart-readme:
+	$$(bash hack/build-tools.sh helm-docs | tail -n1)/helm-docs --chart-search-root charts/mesh-cni --sort-values-order file --log-level warning
 
 ## release: binaries and image indexes for linux/amd64 and linux/arm64, SBOMs, the chart, all
 ## pushed to REGISTRY (default: a registry started for the run) and signed (docs/release.md)

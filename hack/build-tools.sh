@@ -45,18 +45,23 @@ ROOT="$CACHE/release-tools/$key"
 BIN="$ROOT/bin"
 mkdir -p "$BIN"
 
-# One build at a time per key: a second caller waits, then finds them built.
-exec 9>"$ROOT/.lock"
-flock 9
-
-missing=()
-for t in "${want[@]}"; do
-  [ -x "$BIN/$t" ] || missing+=("$t")
-done
+missing() {
+  missing=()
+  for t in "${want[@]}"; do
+    [ -x "$BIN/$t" ] || missing+=("$t")
+  done
+}
+# A binary is moved into place whole once built, so one that is there is
+# ready: no lock needed to use it, even while another tool is being built.
+missing
 if [ ${#missing[@]} -eq 0 ]; then
   echo "$BIN"
   exit 0
 fi
+# One build at a time per key: a second caller waits, then finds them built.
+exec 9>"$ROOT/.lock"
+flock 9
+missing
 
 export GOFLAGS=-buildvcs=false GOWORK=off CGO_ENABLED=0 GO111MODULE=on GOTOOLCHAIN=local
 out=$(mktemp -d "$ROOT/.out-XXXXXX")
