@@ -10,8 +10,10 @@ COMMIT ?= $(shell bash hack/commit.sh)
 LDFLAGS := -s -w -X github.com/mesh-cni/mesh-cni/pkg/version.Version=$(VERSION) \
 	-X github.com/mesh-cni/mesh-cni/pkg/version.Commit=$(COMMIT)
 BIN := $(CURDIR)/bin
-# Test packages in parallel, but not more than the cores we have.
-GOTEST := $(GO) test -count=1 -p 2
+# Test packages in parallel, but not more than the cores we have. hack's
+# TestRelease cross-builds both platforms: more than go test's default 10m
+# on a loaded 2-core machine.
+GOTEST := $(GO) test -count=1 -p 2 -timeout 30m
 
 .PHONY: release release-tools chart-readme bench-plugin bench-podcache all build deps k8s-bins istio-bins istio-goldens test test-unit test-fuzz bench bench-agent clean image image-tar chart-lint kustomize-base generate test-chart bench-chart
 
