@@ -4,12 +4,18 @@ GO ?= go
 export GOFLAGS := -buildvcs=false
 export CGO_ENABLED := 0
 VERSION ?= $(shell cat VERSION)
-LDFLAGS := -s -w -X github.com/mesh-cni/mesh-cni/pkg/version.Version=$(VERSION)
+# The commit is passed in the link flags (the toolchain's VCS stamp is off:
+# -buildvcs=false), "-dirty" when the tree has uncommitted changes.
+COMMIT ?= $(shell bash hack/commit.sh)
+LDFLAGS := -s -w -X github.com/mesh-cni/mesh-cni/pkg/version.Version=$(VERSION) \
+	-X github.com/mesh-cni/mesh-cni/pkg/version.Commit=$(COMMIT)
 BIN := $(CURDIR)/bin
-# Test packages in parallel, but not more than the cores we have.
-GOTEST := $(GO) test -count=1 -p 2
+# Test packages in parallel, but not more than the cores we have. hack's
+# TestRelease cross-builds both platforms: more than go test's default 10m
+# on a loaded 2-core machine.
+GOTEST := $(GO) test -count=1 -p 2 -timeout 30m
 
-.PHONY: bench-plugin bench-podcache all build deps k8s-bins istio-bins istio-goldens test test-unit test-fuzz bench bench-agent clean image image-tar chart-lint kustomize-base generate test-chart bench-chart
+.PHONY: release release-tools chart-readme bench-plugin bench-podcache all build deps k8s-bins istio-bins istio-goldens test test-unit test-fuzz bench bench-agent clean image image-tar chart-lint kustomize-base generate test-chart bench-chart
 
 all: build
 
@@ -26,7 +32,7 @@ build:
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/mesh-cni-metrics-proxy ./metricsproxy
 
 ## test: every test (the README's test command)
-test: deps build k8s-bins istio-bins test-unit test-fuzz test-chart test-e2e-ci
+test: deps build k8s-bins istio-bins release-tools test-unit test-fuzz test-chart test-e2e-ci
 
 ## k8s-bins: etcd, kube-apiserver, kube-controller-manager, kubectl for the API-server tests (pkg/testenv), built from source, cached in $(MESH_CNI_CACHE)/k8s
 K8S_BINS ?= etcd kube-apiserver kube-controller-manager kubectl
@@ -37,6 +43,20 @@ k8s-bins:
 ISTIO_BINS ?= istioctl pilot-discovery pilot-agent istio-cni inject
 istio-bins:
 	@bash hack/build-istio.sh $(ISTIO_BINS) >/dev/null
+
+## release-tools: crane, cosign, the registry and helm-docs, pinned in hack/tools/go.mod, cached in $(MESH_CNI_CACHE)/release-tools
+release-tools:
+	@bash hack/build-tools.sh >/dev/null
+
+## chart-readme: charts/mesh-cni/README.md from README.md.gotmpl and values.yaml (helm-docs)
+chart-readme:
+	$$(bash hack/build-tools.sh helm-docs | tail -n1)/helm-docs --chart-search-root charts/mesh-cni --sort-values-order file --log-level warning
+
+## release: binaries and image indexes for linux/amd64 and linux/arm64, SBOMs, the chart, all
+## pushed to REGISTRY (default: a registry started for the run) and signed (docs/release.md)
+REGISTRY ?=
+release: release-tools
+	REGISTRY=$(REGISTRY) VERSION=$(VERSION) bash hack/release.sh
 
 ## istio-goldens: rewrite pkg/contract/testdata/istio/*.yaml with Istio's injector (inputs in .../istio/in)
 istio-goldens:

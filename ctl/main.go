@@ -40,7 +40,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	case "explain":
 		return runExplain(args[1:], stdout, stderr)
 	case "version", "--version":
-		fmt.Fprintln(stdout, "mesh-cnictl "+version.Version)
+		fmt.Fprintln(stdout, "mesh-cnictl "+version.String())
 		return 0
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)

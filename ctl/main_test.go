@@ -8,6 +8,7 @@ import (
 
 	"github.com/mesh-cni/mesh-cni/pkg/check"
 	"github.com/mesh-cni/mesh-cni/pkg/testenv"
+	"github.com/mesh-cni/mesh-cni/pkg/version"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }
@@ -101,5 +102,15 @@ func TestCheckAgainstAPIServer(t *testing.T) {
 	code = run([]string{"check", "--namespace", ns, "--kubeconfig", env.Kubeconfig}, &out, &errb)
 	if code != exitFailed || !strings.Contains(out.String(), "✗ agent DaemonSet is ready on every schedulable node: no mesh-cni DaemonSet in namespace "+ns) {
 		t.Errorf("exit %d:\n%s", code, out.String())
+	}
+}
+
+// version prints the stamped release and commit.
+func TestVersion(t *testing.T) {
+	defer func(v, c string) { version.Version, version.Commit = v, c }(version.Version, version.Commit)
+	version.Version, version.Commit = "v1.2.3", "feedc0de"
+	var out, errb bytes.Buffer
+	if code := run([]string{"version"}, &out, &errb); code != 0 || out.String() != "mesh-cnictl v1.2.3 (commit feedc0de)\n" {
+		t.Errorf("version: exit %d, %q (stderr %q)", code, out.String(), errb.String())
 	}
 }

@@ -32,6 +32,10 @@ func main() {
 	if len(os.Args) > 1 && os.Args[1] == agentsReadyCommand {
 		os.Exit(agentsReady(os.Args[2:], os.Stdout, os.Stderr))
 	}
+	if len(os.Args) == 2 && (os.Args[1] == "version" || os.Args[1] == "--version") {
+		fmt.Println("mesh-cni-agent " + version.String())
+		return
+	}
 	cfg, err := parseFlags(os.Args[1:])
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "mesh-cni-agent:", err)
@@ -62,7 +66,7 @@ func hostPath(p string) string {
 }
 
 func run(cfg *config, log *slog.Logger) error {
-	log.Info("starting", "version", version.Version, "node", cfg.nodeName, "chained", cfg.chained, "subdir", cfg.subdirChaining)
+	log.Info("starting", "version", version.Version, "commit", version.GetCommit(), "node", cfg.nodeName, "chained", cfg.chained, "subdir", cfg.subdirChaining)
 	hp := meshconfig.HostPaths{
 		Kubeconfig:   filepath.Join(cfg.hostStateDir, "kubeconfig"),
 		AgentSocket:  filepath.Join(cfg.hostRunDir, "agent.sock"),

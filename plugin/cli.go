@@ -24,7 +24,7 @@ func runCLI(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "mesh-cni explain moved to mesh-cnictl: run \"mesh-cnictl explain\" with the same flags (mesh-cnictl explain -h)")
 		return 2
 	case "version":
-		fmt.Fprintln(stdout, "mesh-cni", bv.Version)
+		fmt.Fprintln(stdout, "mesh-cni", bv.String())
 		return 0
 	default:
 		fmt.Fprint(stdout, usage)
@@ -35,7 +35,7 @@ func runCLI(args []string, stdout, stderr io.Writer) int {
 const usage = `mesh-cni: chained CNI plugin for service-mesh traffic redirection.
 
 Run by the container runtime with CNI_COMMAND set. As a command:
-  mesh-cni version           print the version
+  mesh-cni version           print the version and commit
 
 To see the rules ADD would write for a pod: mesh-cnictl explain.
 `

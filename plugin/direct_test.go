@@ -235,7 +235,8 @@ func TestCLI(t *testing.T) {
 		out, err := cmd.CombinedOutput()
 		return string(out), err
 	}
-	if out, err := cli(nil, "version"); err != nil || !strings.HasPrefix(out, "mesh-cni ") {
+	// The version and commit stamped at link time (as make build does).
+	if out, err := cli(nil, "version"); err != nil || out != "mesh-cni "+stampVersion+" (commit "+stampCommit+")\n" {
 		t.Errorf("version: %q %v", out, err)
 	}
 	// explain lives in mesh-cnictl; the plugin says so and fails.

@@ -40,6 +40,12 @@ const (
 	refPluginDir     = "/usr/lib/cni"
 	upstreamPlugins  = "github.com/containernetworking/plugins"
 	refPluginsPrefix = upstreamPlugins + "/plugins/"
+
+	// The plugin under test is stamped as make build stamps it.
+	stampVersion = "v9.9.9-test"
+	stampCommit  = "0123456789abcdef0123456789abcdef01234567"
+	stampFlags   = "-X github.com/mesh-cni/mesh-cni/pkg/version.Version=" + stampVersion +
+		" -X github.com/mesh-cni/mesh-cni/pkg/version.Commit=" + stampCommit
 )
 
 var (
@@ -125,7 +131,7 @@ func TestMain(m *testing.M) {
 	// The plugin and, beside it as the agent installs them, the helper
 	// that does its API fallback GET.
 	for name, pkg := range map[string]string{"mesh-cni": ".", podget.Binary: "../podget"} {
-		build := exec.Command("go", "build", "-trimpath", "-o", filepath.Join(dir, name), pkg)
+		build := exec.Command("go", "build", "-trimpath", "-ldflags", stampFlags, "-o", filepath.Join(dir, name), pkg)
 		build.Env = append(os.Environ(), "CGO_ENABLED=0")
 		if out, err := build.CombinedOutput(); err != nil {
 			fmt.Fprintf(os.Stderr, "build %s: %v\n%s", name, err, out)

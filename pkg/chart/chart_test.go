@@ -782,3 +782,67 @@ func TestOpenShiftIstioTrust(t *testing.T) {
 }
 
 func ptrBool(b bool) *bool { return &b }
+
+// images lists every "image" of the rendered containers, init containers
+// included (the helm test pods too).
+func images(v any) []string {
+	var out []string
+	switch t := v.(type) {
+	case map[string]any:
+		for k, c := range t {
+			if s, ok := c.(string); ok && k == "image" {
+				out = append(out, s)
+			} else {
+				out = append(out, images(c)...)
+			}
+		}
+	case []any:
+		for _, c := range t {
+			out = append(out, images(c)...)
+		}
+	}
+	return out
+}
+
+// image.digest pins every container to repository@digest (what a released
+// chart sets); without it the tag is the appVersion. The Artifact Hub image
+// annotation names the same tag.
+func TestImageDigest(t *testing.T) {
+	v, err := os.ReadFile("../../VERSION")
+	if err != nil {
+		t.Fatal(err)
+	}
+	version := strings.TrimSpace(string(v))
+	meta, err := os.ReadFile(filepath.Join(chartDir, "Chart.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(meta), "image: mesh-cni:"+version+"\n") {
+		t.Errorf("Chart.yaml's artifacthub.io/images does not name mesh-cni:%s", version)
+	}
+	digest := "sha256:" + strings.Repeat("ab", 32)
+	for _, tc := range []struct {
+		vals map[string]any
+		want string
+	}{
+		{map[string]any{}, "mesh-cni:" + version},
+		{map[string]any{"image": map[string]any{"repository": "registry.example/mesh-cni", "digest": digest}}, "registry.example/mesh-cni@" + digest},
+		{map[string]any{"image": map[string]any{"tag": "v9.9.9", "digest": digest}}, "mesh-cni@" + digest},
+	} {
+		// Beyond loopback: the metrics-proxy container too.
+		tc.vals["metrics"] = map[string]any{"bindAddress": ""}
+		r := render(t, "mesh-cni", "mesh-cni", tc.vals)
+		var all []string
+		for _, o := range r.objs {
+			all = append(all, images(o.Raw)...)
+		}
+		if len(all) < 2 { // the agent and the metrics proxy
+			t.Fatalf("%v: only %d images rendered: %v", tc.vals, len(all), all)
+		}
+		for _, img := range all {
+			if img != tc.want {
+				t.Errorf("%v: image %q, want %q", tc.vals["image"], img, tc.want)
+			}
+		}
+	}
+}

@@ -39,6 +39,11 @@ func (b Block) E2E() string {
 // External reports a block of another project's commands.
 func (b Block) External() bool { return b.Tag == "doctest: external" }
 
+// Release reports a block `<!-- doctest: release -->`: commands against a
+// published release (cosign, crane, helm pull), run by hack's TestRelease
+// against the release it makes, not by the docs' runner.
+func (b Block) Release() bool { return b.Tag == "doctest: release" }
+
 // Command is one line of an sh block: a pipeline of simple commands, with
 // an optional output redirect and, for a here-document, its text.
 type Command struct {

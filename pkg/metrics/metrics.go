@@ -6,12 +6,21 @@ package metrics
 import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/mesh-cni/mesh-cni/pkg/version"
 )
 
 // Registry is what /metrics serves.
 var Registry = prometheus.NewRegistry()
 
 var (
+	// BuildInfo is 1, labelled with the release and commit the agent was
+	// built from, so a dashboard can tell which build runs on each node.
+	BuildInfo = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "mesh_cni_build_info",
+		Help: "Always 1; the labels give the agent's release version and git commit.",
+	}, []string{"version", "commit"})
+
 	// Installs counts install passes that changed something, by result:
 	// success, binary_failure, config_failure, kubeconfig_failure.
 	Installs = prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -68,6 +77,7 @@ var (
 )
 
 func init() {
-	Registry.MustRegister(Installs, Rechains, Ready, PluginDuration, PluginDecisions, ReportsDropped, RepairActions, BackendFallbacks,
+	BuildInfo.WithLabelValues(version.Version, version.GetCommit()).Set(1)
+	Registry.MustRegister(BuildInfo, Installs, Rechains, Ready, PluginDuration, PluginDecisions, ReportsDropped, RepairActions, BackendFallbacks,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 }
