@@ -194,17 +194,23 @@ test-e2e: image-tar testproxy-tar kind-image
 	$(E2E_ENV) E2E_INSTALL=helm E2E_CLUSTER=mesh-cni-e2e-dual-$$$$ \
 	  E2E_KIND_CONFIG=$(CURDIR)/kind-configs/dual-stack.yaml $(E2E_GO_SMOKE)
 
-## test-e2e-ci: the e2e run of `make test`: every spec, Istio's real control plane
-## included, on the 3-node flannel cluster (Helm); the smoke, STATUS and refuse specs on one
-## node whose primary (meshnet) writes a cniVersion 1.1.0 list (kustomize).
-test-e2e-ci: image-tar testproxy-tar kind-image flannel-tar istio-images
-	$(E2E_ENV) E2E_INSTALL=helm E2E_CLUSTER=mesh-cni-e2e-flannel-$$$$ \
+## test-e2e-ci: the e2e run of `make test`, with mesh-cni from a real OCI registry
+## (hack/e2e-registry.sh: `make release` into a local registry, nodes pull by digest,
+## no `kind load` of mesh-cni): every spec, Istio's real control plane included, on
+## the 3-node flannel cluster (Helm from oci://); the smoke, STATUS and refuse specs
+## on one node whose primary (meshnet) writes a cniVersion 1.1.0 list (kustomize, by digest).
+test-e2e-ci: testproxy-tar kind-image flannel-tar istio-images release-tools
+	bash hack/e2e-registry.sh $(MAKE) --no-print-directory e2e-ci-clusters
+
+# The two clusters of test-e2e-ci; E2E_RELEASE names the release in the registry.
+e2e-ci-clusters:
+	$(E2E_ENV) E2E_IMAGES="$(PROXY_TAR)" E2E_INSTALL=helm E2E_CLUSTER=mesh-cni-e2e-flannel-$$$$ \
 	  E2E_PRIMARY=flannel E2E_PRIMARY_IMAGES=$$(bash hack/build-flannel.sh | tail -n1) \
 	  E2E_ISTIO_IMAGES=$$(bash hack/istio-images.sh | tail -n1) \
 	  ISTIOCTL=$$(bash hack/build-istio.sh istioctl | tail -n1)/istioctl \
 	  E2E_KIND_CONFIG=$(CURDIR)/kind-configs/flannel.yaml $(GO) test -v -tags e2e -count=1 -timeout $(E2E_TIMEOUT) \
 	  ./e2e -ginkgo.v -ginkgo.no-color -ginkgo.label-filter='$(E2E_LABELS)'
-	$(E2E_ENV) E2E_INSTALL=kustomize E2E_CLUSTER=mesh-cni-e2e-kustomize-$$$$ \
+	$(E2E_ENV) E2E_IMAGES="$(PROXY_TAR)" E2E_INSTALL=kustomize E2E_CLUSTER=mesh-cni-e2e-kustomize-$$$$ \
 	  E2E_KIND_CONFIG=$(CURDIR)/kind-configs/status.yaml $(GO) test -v -tags e2e -count=1 -timeout $(E2E_TIMEOUT) \
 	  ./e2e -ginkgo.v -ginkgo.no-color -ginkgo.label-filter='$(or $(E2E_LABELS),smoke || status || refuse)'
 
@@ -243,7 +249,7 @@ test-e2e-flannel: image-tar testproxy-tar kind-image flannel-tar
 	  E2E_PRIMARY=flannel E2E_PRIMARY_IMAGES=$$(bash hack/build-flannel.sh | tail -n1) \
 	  E2E_KIND_CONFIG=$(CURDIR)/kind-configs/flannel.yaml $(E2E_GO_TEST)
 
-.PHONY: kind-image testproxy-tar flannel-tar test-e2e test-e2e-ci test-e2e-more test-e2e-flannel test-e2e-istio istio-images demo demo-down
+.PHONY: kind-image testproxy-tar flannel-tar test-e2e test-e2e-ci e2e-ci-clusters test-e2e-more test-e2e-flannel test-e2e-istio istio-images demo demo-down
 
 ## demo: a kind cluster with flannel as the primary CNI, mesh-cni (Helm) chained after it and a
 ## meshed app, with the proxy's evidence; DEMO_PRIMARY=default uses kind's own CNI (meshnet) instead

@@ -46,6 +46,11 @@ func setUpCluster(ctx SpecContext) shared {
 	raw, err := os.ReadFile(cfg)
 	Expect(err).NotTo(HaveOccurred())
 	checkPrimary(s.Primary, raw)
+	if f := os.Getenv("E2E_RELEASE"); f != "" {
+		s.Release = readRelease(f)
+		env.Release = s.Release
+		raw = withRegistryConfig(raw)
+	}
 	p := provider()
 
 	existing, err := p.List()
@@ -87,6 +92,10 @@ func setUpCluster(ctx SpecContext) shared {
 		Expect(p.ExportKubeConfig(s.Cluster, s.Kubeconfig, false)).To(Succeed())
 	}
 	env.Cluster = s.Cluster
+	if s.Release != nil {
+		By("pointing every node's containerd at the registry " + s.Release["REGISTRY"])
+		pointNodesAtRegistry(s.Cluster, s.Release)
+	}
 
 	By("loading images from local tarballs")
 	tars := strings.Fields(getenv("E2E_IMAGES", ""))
@@ -95,6 +104,10 @@ func setUpCluster(ctx SpecContext) shared {
 	for _, t := range tars {
 		tags := archiveTags(t)
 		Expect(tags).NotTo(BeEmpty(), "no tags in %s", t)
+		if s.Release != nil && !strings.Contains(strings.Join(tags, " "), "testproxy") {
+			GinkgoWriter.Printf("not loading %s: mesh-cni comes from the registry\n", t)
+			continue
+		}
 		for _, tag := range tags {
 			if strings.Contains(tag, "testproxy") {
 				s.ProxyImage = tag
@@ -105,6 +118,9 @@ func setUpCluster(ctx SpecContext) shared {
 		loadArchive(s.Cluster, t)
 	}
 	Expect(s.ProxyImage).NotTo(BeEmpty(), "no testproxy image among %v", tars)
+	if s.Release != nil {
+		meshImage = releaseImage(s.Release)
+	}
 	Expect(meshImage).NotTo(BeEmpty(), "no mesh-cni image among %v", tars)
 
 	s.MeshImage = meshImage

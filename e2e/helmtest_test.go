@@ -44,11 +44,14 @@ var _ = Describe("chart tests", Serial, Ordered, Label("helm-test"), func() {
 		Expect(err).NotTo(HaveOccurred(), out)
 		Expect(os.RemoveAll(filepath.Join(dir, "mesh-cni", "ci"))).To(Succeed())
 
-		repo, tag := splitImage(env.MeshImage)
+		var setArgs []string
+		for _, v := range imageValues(env.MeshImage) {
+			setArgs = append(setArgs, "--set="+v)
+		}
 		cmd := exec.CommandContext(ctx, tool("CT", "ct"), "install",
 			"--config", filepath.Join(repoRoot(), "ct.yaml"),
 			"--charts", filepath.Join(dir, "mesh-cni"),
-			"--helm-extra-set-args", "--set=image.repository="+repo+" --set=image.tag="+tag,
+			"--helm-extra-set-args", strings.Join(setArgs, " "),
 			// ct.yaml's helm-extra-args, with the timeout scaled.
 			"--helm-extra-args", "--timeout "+timeoutFlag(10*time.Minute))
 		cmd.Dir = dir
@@ -70,10 +73,10 @@ var _ = Describe("chart tests", Serial, Ordered, Label("helm-test"), func() {
 	It("helm upgrade: the release rolls every agent, then helm test passes again", func(ctx SpecContext) {
 		before, err := client.AppsV1().DaemonSets(meshNamespace).Get(ctx, daemonSet, metav1.GetOptions{})
 		Expect(err).NotTo(HaveOccurred())
-		out, err := run(tool("HELM", "helm"), helmArgs("upgrade", release, filepath.Join(repoRoot(), "charts", "mesh-cni"),
+		out, err := run(tool("HELM", "helm"), helmArgs(append(append([]string{"upgrade", release}, chartRef()...),
 			"--namespace", meshNamespace, "--reuse-values",
 			"--set-string", "podAnnotations.e2e-upgrade="+strconv.FormatInt(time.Now().UnixNano(), 10),
-			"--wait", "--timeout", timeoutFlag(5*time.Minute))...)
+			"--wait", "--timeout", timeoutFlag(5*time.Minute))...)...)
 		Expect(err).NotTo(HaveOccurred(), out)
 		GinkgoWriter.Println(out)
 		after, err := client.AppsV1().DaemonSets(meshNamespace).Get(ctx, daemonSet, metav1.GetOptions{})

@@ -32,14 +32,13 @@ const (
 // waits until the DaemonSet is ready on every node.
 func install(ctx context.Context, s shared, image string) {
 	env.Kubeconfig = s.Kubeconfig
-	repo, tag := splitImage(image)
 	switch s.Install {
 	case "helm":
-		By(fmt.Sprintf("helm install %s (image %s)", release, image))
-		helmInstall(repo, tag)
+		By(fmt.Sprintf("helm install %s from %s (image %s)", release, chartRef()[0], image))
+		helmInstall(image)
 	case "kustomize":
 		By(fmt.Sprintf("kustomize build of an overlay (image %s) | kubectl apply", image))
-		kustomizeInstall(repo, tag)
+		kustomizeInstall(image)
 	default:
 		Fail("E2E_INSTALL must be helm or kustomize, got " + s.Install)
 	}
@@ -51,13 +50,50 @@ func helmArgs(args ...string) []string {
 	return append(args, "--kubeconfig", env.Kubeconfig)
 }
 
-func helmInstall(repo, tag string, extra ...string) {
-	args := helmArgs("upgrade", "--install", release, filepath.Join(repoRoot(), "charts", "mesh-cni"),
-		"--namespace", meshNamespace, "--create-namespace",
-		"--set", "image.repository="+repo, "--set", "image.tag="+tag,
+// chartRef is the chart Helm installs: the release's from oci:// when the
+// suite runs against a registry, else the source tree's.
+func chartRef() []string {
+	if env.Release != nil {
+		return chartRefOf(env.Release)
+	}
+	return []string{filepath.Join(repoRoot(), "charts", "mesh-cni")}
+}
+
+// chartRefOf is a release's chart in the registry, by version.
+func chartRefOf(rel map[string]string) []string {
+	return []string{rel["CHART"], "--version", rel["CHART_VERSION"], "--plain-http"}
+}
+
+// imageSets are the Helm values that make the chart run image: none for the
+// release's own image (its chart pins it by digest), else the repository
+// with a tag or a digest (clearing the other).
+func imageSets(image string) []string {
+	if env.Release != nil && image == releaseImage(env.Release) {
+		return nil
+	}
+	var sets []string
+	for _, v := range imageValues(image) {
+		sets = append(sets, "--set", v)
+	}
+	return sets
+}
+
+// imageValues are the chart values of image, by digest or by tag.
+func imageValues(image string) []string {
+	if repo, digest, ok := strings.Cut(image, "@"); ok {
+		return []string{"image.repository=" + repo, "image.digest=" + digest, "image.tag="}
+	}
+	repo, tag := splitImage(image)
+	return []string{"image.repository=" + repo, "image.tag=" + tag, "image.digest="}
+}
+
+func helmInstall(image string, extra ...string) {
+	args := append([]string{"upgrade", "--install", release}, chartRef()...)
+	args = append(args, imageSets(image)...)
+	args = helmArgs(append(args, "--namespace", meshNamespace, "--create-namespace",
 		// Kuma and Consul are off by default; the four-meshes spec needs them.
 		"--set", "meshes.kuma.enabled=true", "--set", "meshes.consul.enabled=true",
-		"--wait", "--timeout", timeoutFlag(5*time.Minute))
+		"--wait", "--timeout", timeoutFlag(5*time.Minute))...)
 	// E2E_HELM_SET: extra --set values, e.g. platform=gke for kind-configs/gke-like.yaml.
 	for _, kv := range strings.Fields(os.Getenv("E2E_HELM_SET")) {
 		args = append(args, "--set", kv)
@@ -66,24 +102,30 @@ func helmInstall(repo, tag string, extra ...string) {
 	Expect(err).NotTo(HaveOccurred(), out)
 }
 
-// kustomizeInstall builds an overlay of kustomize/base that sets the image,
-// the way users write their own overlay, and applies it.
-func kustomizeInstall(repo, tag string) {
+// kustomizeInstall builds an overlay of kustomize/base (or of
+// E2E_KUSTOMIZE_OVERLAY, e.g. overlays/gke) that sets the image, by digest
+// when it has one, the way users write their own overlay, and applies it.
+func kustomizeInstall(image string) {
 	dir, err := os.MkdirTemp("", "mesh-cni-overlay-")
 	Expect(err).NotTo(HaveOccurred())
 	defer os.RemoveAll(dir)
 	// kustomize takes only relative paths to other roots.
-	base, err := filepath.Rel(dir, filepath.Join(repoRoot(), "kustomize", "base"))
+	base, err := filepath.Rel(dir, filepath.Join(repoRoot(), "kustomize", getenv("E2E_KUSTOMIZE_OVERLAY", "base")))
 	Expect(err).NotTo(HaveOccurred())
+	var pin string
+	if repo, digest, ok := strings.Cut(image, "@"); ok {
+		pin = fmt.Sprintf("  newName: %s\n  digest: %s\n", repo, digest)
+	} else {
+		repo, tag := splitImage(image)
+		pin = fmt.Sprintf("  newName: %s\n  newTag: %q\n", repo, tag)
+	}
 	k := fmt.Sprintf(`apiVersion: kustomize.config.k8s.io/v1beta1
 kind: Kustomization
 resources:
 - %s
 images:
 - name: mesh-cni
-  newName: %s
-  newTag: %q
-`, base, repo, tag)
+%s`, base, pin)
 	Expect(os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(k), 0o644)).To(Succeed())
 	opts := krusty.MakeDefaultOptions()
 	opts.LoadRestrictions = types.LoadRestrictionsNone

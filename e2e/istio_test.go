@@ -187,10 +187,10 @@ var _ = Describe("Istio control plane", Ordered, Label("istio-real"), func() {
 			Skip("the repair spec excludes a namespace with Helm; this run installed with " + env.Install)
 		}
 		By("excluding " + istioUnredirected + " from mesh-cni: its pods start unredirected")
-		repo, tag := splitImage(currentAgentImage(ctx))
-		helmInstall(repo, tag, "--set", "excludeNamespaces={kube-system,"+istioUnredirected+"}")
+		image := currentAgentImage(ctx)
+		helmInstall(image, "--set", "excludeNamespaces={kube-system,"+istioUnredirected+"}")
 		DeferCleanup(func(ctx SpecContext) {
-			helmInstall(repo, tag)
+			helmInstall(image)
 			waitDaemonSetReady(ctx, client, 3*time.Minute)
 		})
 		waitDaemonSetReady(ctx, client, 3*time.Minute)

@@ -6,6 +6,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -131,19 +133,10 @@ var _ = Describe("helm upgrade", Serial, Ordered, Label("upgrade"), func() {
 		ns := newNamespace(ctx, "e2e-upgrade")
 		peer := startPods(ctx, ns, plainPod("peer", b))["peer"]
 
-		By("tagging the loaded image with a new tag on every node")
 		ds, err := client.AppsV1().DaemonSets(meshNamespace).Get(ctx, daemonSet, metav1.GetOptions{})
 		Expect(err).NotTo(HaveOccurred())
 		old := ds.Spec.Template.Spec.Containers[0].Image
-		repo, _ := splitImage(old)
-		newImage := repo + ":e2e-upgrade"
-		all, err := provider().ListNodes(env.Cluster)
-		Expect(err).NotTo(HaveOccurred())
-		for _, n := range all {
-			out, err := nodeExec(n, "ctr", "-n", "k8s.io", "images", "tag", "--force",
-				fullRef(old), fullRef(newImage))
-			Expect(err).NotTo(HaveOccurred(), out)
-		}
+		newImage := newAgentImage(old)
 
 		By("creating meshed pods in a loop during helm upgrade")
 		stop := make(chan struct{})
@@ -169,7 +162,7 @@ var _ = Describe("helm upgrade", Serial, Ordered, Label("upgrade"), func() {
 				time.Sleep(700 * time.Millisecond) // pacing of the load, not a wait: a slower upgrade meets more pods
 			}
 		}()
-		helmInstall(repo, "e2e-upgrade", "--set", "logLevel=debug")
+		helmInstall(newImage, "--set", "logLevel=debug")
 		waitDaemonSetReady(ctx, client, 3*time.Minute)
 		close(stop)
 		wg.Wait()
@@ -277,4 +270,31 @@ func fullRef(image string) string {
 	default:
 		return "docker.io/" + image
 	}
+}
+
+// newAgentImage makes an image the DaemonSet does not run yet, with the same
+// binaries: in the registry, a copy of the node platform's image with one
+// label more (another digest); else the loaded image tagged anew on every node.
+func newAgentImage(old string) string {
+	if env.Release != nil {
+		By("pushing a relabelled copy of the release's image to the registry")
+		crane := filepath.Join(releaseTools(), "crane")
+		src := env.Release["REGISTRY"] + "/mesh-cni@" + env.Release["IMAGE_DIGEST_AMD64"]
+		dst := env.Release["REGISTRY"] + "/mesh-cni:e2e-upgrade"
+		out, err := run(crane, "mutate", "--label", "e2e-upgrade="+strconv.FormatInt(time.Now().UnixNano(), 10), src, "-t", dst)
+		Expect(err).NotTo(HaveOccurred(), out)
+		digest, err := run(crane, "digest", dst)
+		Expect(err).NotTo(HaveOccurred(), digest)
+		return env.Release["REGISTRY"] + "/mesh-cni@" + strings.TrimSpace(digest)
+	}
+	By("tagging the loaded image with a new tag on every node")
+	repo, _ := splitImage(old)
+	newImage := repo + ":e2e-upgrade"
+	all, err := provider().ListNodes(env.Cluster)
+	Expect(err).NotTo(HaveOccurred())
+	for _, n := range all {
+		out, err := nodeExec(n, "ctr", "-n", "k8s.io", "images", "tag", "--force", fullRef(old), fullRef(newImage))
+		Expect(err).NotTo(HaveOccurred(), out)
+	}
+	return newImage
 }

@@ -26,8 +26,7 @@ var _ = Describe("agent not ready yet", Serial, Ordered, Label("race"), func() {
 			Skip("the race spec turns the startup taint on with Helm; this run installed with " + env.Install)
 		}
 		a, b := twoNodes(ctx)
-		repo, tag := splitImage(currentAgentImage(ctx))
-		helmInstall(repo, tag, "--set", "startupTaint.enabled=true")
+		helmInstall(currentAgentImage(ctx), "--set", "startupTaint.enabled=true")
 		waitDaemonSetReady(ctx, client, 3*time.Minute)
 
 		ns := newNamespace(ctx, "e2e-race")

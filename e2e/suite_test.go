@@ -34,6 +34,8 @@ type shared struct {
 	MeshImage  string `json:"meshImage"`
 	Install    string `json:"install"`
 	Primary    string `json:"primary"`
+	// Release is hack/release.sh's release.env when mesh-cni comes from a registry.
+	Release map[string]string `json:"release,omitempty"`
 }
 
 var (
