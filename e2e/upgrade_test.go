@@ -82,6 +82,19 @@ var _ = Describe("upgrade from the previous release, rollback, upgrade again", S
 		created := load.stop()
 		report := samplers.stop()
 
+		for _, r := range report {
+			GinkgoWriter.Printf("%s: %d samples, longest interval between samples %s, %d without the entry (longest gap %s), %d not valid JSON\n",
+				r.node, r.samples, r.maxInterval, r.missing, r.longestGap, r.invalid)
+			AddReportEntry("chain samples "+r.node, fmt.Sprintf("%d samples, %d missing, longest gap %s, %d invalid", r.samples, r.missing, r.longestGap, r.invalid))
+		}
+
+		By("the chain entry was present and the primary's file valid at every sample on every node")
+		for _, r := range report {
+			Expect(r.samples).To(BeNumerically(">", 10), "%s: too few samples", r.node)
+			Expect(r.invalid).To(BeZero(), "%s: the primary's conflist was not valid JSON at some sample", r.node)
+			Expect(r.missing).To(BeZero(), "%s: the chain entry was missing for %s", r.node, r.longestGap)
+		}
+
 		By("every pod of every phase runs and its traffic reaches its proxy")
 		perPhase := map[string]int{}
 		for _, p := range created {
@@ -108,15 +121,6 @@ var _ = Describe("upgrade from the previous release, rollback, upgrade again", S
 		}
 		GinkgoWriter.Printf("sandbox retries (code 11): %d\n", retries)
 
-		By("the chain entry was present and the primary's file valid at every sample on every node")
-		for _, r := range report {
-			GinkgoWriter.Printf("%s: %d samples, longest interval between samples %s, %d without the entry (longest gap %s), %d not valid JSON\n",
-				r.node, r.samples, r.maxInterval, r.missing, r.longestGap, r.invalid)
-			AddReportEntry("chain samples "+r.node, fmt.Sprintf("%d samples, %d missing, longest gap %s, %d invalid", r.samples, r.missing, r.longestGap, r.invalid))
-			Expect(r.samples).To(BeNumerically(">", 10), "%s: too few samples", r.node)
-			Expect(r.invalid).To(BeZero(), "%s: the primary's conflist was not valid JSON at some sample", r.node)
-			Expect(r.missing).To(BeZero(), "%s: the chain entry was missing for %s", r.node, r.longestGap)
-		}
 	})
 })
 

@@ -398,7 +398,7 @@ func TestLinkerdValues(t *testing.T) {
 	if path(ds, "spec", "template", "metadata", "labels", "team") != "platform" || path(ds, "metadata", "labels", "linkerd.io/cni-resource") != "true" {
 		t.Error("podLabels/commonLabels not applied")
 	}
-	if img := path(container(t, ds), "image"); img != "mesh-cni:v0.1.0" {
+	if img := path(container(t, ds), "image"); img != "mesh-cni:"+appVersion(t) {
 		t.Errorf("image %v: linkerd2-cni's image.name must not replace mesh-cni's", img)
 	}
 	if !strings.Contains(r.notes, "image.name/image.version (linkerd2-cni) are ignored") {
@@ -845,4 +845,14 @@ func TestImageDigest(t *testing.T) {
 			}
 		}
 	}
+}
+
+// appVersion is the chart's appVersion: the release (VERSION).
+func appVersion(t *testing.T) string {
+	t.Helper()
+	b, err := os.ReadFile("../../VERSION")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.TrimSpace(string(b))
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -32,8 +33,8 @@ func copyChart(t *testing.T, version string) string {
 		}
 		if rel == "Chart.yaml" {
 			s := string(b)
-			s = strings.Replace(s, "\nversion: 0.1.0\n", "\nversion: "+strings.TrimPrefix(version, "v")+"\n", 1)
-			s = strings.Replace(s, "\nappVersion: v0.1.0\n", "\nappVersion: "+version+"\n", 1)
+			s = chartVersionLine.ReplaceAllString(s, "${1}version: "+strings.TrimPrefix(version, "v"))
+			s = chartAppVersionLine.ReplaceAllString(s, "${1}appVersion: "+version)
 			b = []byte(s)
 		}
 		return os.WriteFile(filepath.Join(dst, rel), b, 0o644)
@@ -105,3 +106,9 @@ func TestUpgradeKeepsSelector(t *testing.T) {
 		t.Errorf("version label %q after the upgrade", v)
 	}
 }
+
+// The version lines of Chart.yaml, whatever the release.
+var (
+	chartVersionLine    = regexp.MustCompile(`(?m)^()version: .*$`)
+	chartAppVersionLine = regexp.MustCompile(`(?m)^()appVersion: .*$`)
+)

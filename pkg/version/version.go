@@ -8,7 +8,7 @@ package version
 import "runtime/debug"
 
 // Version is the release, from the VERSION file.
-var Version = "v0.1.0-dev"
+var Version = "v0.2.0-dev"
 
 // Commit is the git commit the binary was built from ("-dirty" appended when
 // the tree had changes). Empty when not stamped: then the Go toolchain's own
