@@ -325,3 +325,15 @@ set) before ignoreInboundPorts. */}}
 {{- if or $l (hasKey $out "linkerd") }}{{ $_ := set $out "linkerd" $l }}{{ end }}
 {{- toJson $out }}
 {{- end }}
+
+{{/* Refuse a release namespace other components own (files/shared-namespaces.json,
+generated from pkg/config SharedNamespaces) unless allowSharedNamespace.
+helm lint (neither install nor upgrade) is not refused. */}}
+{{- define "mesh-cni.checkNamespace" -}}
+{{- if and (or .Release.IsInstall .Release.IsUpgrade) (not .Values.allowSharedNamespace) }}
+{{- $shared := .Files.Get "files/shared-namespaces.json" | fromJsonArray }}
+{{- if has .Release.Namespace $shared }}
+{{- fail (printf "namespace %q belongs to other components (docs/configuration.md#namespaces-the-chart-refuses): whoever may create pods there could run them as the mesh-cni agent, and it would have to admit privileged pods. Install into a namespace of its own (helm install ... -n mesh-cni --create-namespace), or set allowSharedNamespace=true to install here all the same" .Release.Namespace) }}
+{{- end }}
+{{- end }}
+{{- end }}
