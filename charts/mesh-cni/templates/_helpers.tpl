@@ -337,3 +337,24 @@ helm lint (neither install nor upgrade) is not refused. */}}
 {{- end }}
 {{- end }}
 {{- end }}
+
+{{/* The Secret the metrics proxy serves (tls.crt, tls.key), "" for its
+self-signed certificate: metrics.tlsSecretName, or with
+metrics.certManager.enabled the one cert-manager writes (default
+<fullname>-metrics-tls). Beyond loopback only. */}}
+{{- define "mesh-cni.metricsTLSSecret" -}}
+{{- if include "mesh-cni.metricsSecure" . }}
+{{- if .Values.metrics.certManager.enabled }}
+{{- default (printf "%s-metrics-tls" (include "mesh-cni.fullname" .) | trunc 63 | trimSuffix "-") .Values.metrics.tlsSecretName }}
+{{- else }}
+{{- .Values.metrics.tlsSecretName }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/* The DNS name in the metrics certificate cert-manager issues, which
+scrapers verify (Prometheus tls_config.server_name): they connect to node
+addresses, so the name is an identity, not an address. */}}
+{{- define "mesh-cni.metricsServerName" -}}
+{{- printf "%s-metrics.%s.svc" (include "mesh-cni.fullname" .) .Release.Namespace }}
+{{- end }}
