@@ -90,8 +90,8 @@ func (r *runner) block(t *testing.T, b doctest.Block) {
 		for _, c := range b.Commands {
 			r.where = fmt.Sprintf("%s:%d", b.File, c.Line)
 			for _, argv := range c.Pipeline {
-				if !map[string]bool{"linkerd": true, "istioctl": true, "kubectl": true}[argv[0]] {
-					r.errorf(t, "external block runs %q; only linkerd, istioctl and kubectl are expected there", argv[0])
+				if !map[string]bool{"linkerd": true, "istioctl": true, "kubectl": true, "openssl": true}[argv[0]] {
+					r.errorf(t, "external block runs %q; only linkerd, istioctl, kubectl and openssl are expected there", argv[0])
 				}
 			}
 		}
@@ -223,6 +223,10 @@ func (r *runner) helmCmd(t *testing.T, argv []string) {
 	}
 	if !contains(flags, "--kube-version") {
 		flags = append(flags, "--kube-version", r.kubeVersion)
+	}
+	if contains(flags, "metrics.certManager.enabled=true") {
+		// The docs turn cert-manager on for a cluster that has it.
+		flags = append(flags, "--api-versions", "cert-manager.io/v1")
 	}
 	switch sub {
 	case "install", "upgrade", "template":

@@ -38,7 +38,8 @@ func TestBadConfigSparesExemptPods(t *testing.T) {
 		// valid ones still exempt theirs.
 		{"excludeNamespaces", map[string]any{"excludeNamespaces": []string{"kube-system", "Not_A_Namespace"}},
 			types.ErrInvalidNetworkConfig, "excludeNamespaces", [][2]string{{"kube-system", "coredns-1"}}},
-		// Mistyped, it takes the default (kube-system and the agent's).
+		// Mistyped, it takes the default (kube-system); the agent's own
+		// pods stay exempt by name.
 		{"excludeNamespaces type", map[string]any{"excludeNamespaces": "kube-system"},
 			types.ErrDecodingFailure, "excludeNamespaces", [][2]string{{"kube-system", "coredns-1"}, {"mesh-cni", "mesh-cni-x1"}}},
 		// Another mistyped key leaves the exemption intact.

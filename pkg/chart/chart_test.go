@@ -377,8 +377,10 @@ func TestLinkerdValues(t *testing.T) {
 	if conf.Backend != "iptables-legacy" || *conf.IPv6 || conf.LogLevel != "debug" {
 		t.Errorf("backend %s ipv6 %v logLevel %s", conf.Backend, *conf.IPv6, conf.LogLevel)
 	}
-	if conf.AgentNamespace != "linkerd-cni" || !slices.Contains(conf.ExcludeNamespaces, "linkerd-cni") {
-		t.Errorf("agent namespace %s, excluded %v", conf.AgentNamespace, conf.ExcludeNamespaces)
+	// The agent's own pods are exempt, not its whole namespace.
+	if conf.AgentNamespace != "linkerd-cni" || slices.Contains(conf.ExcludeNamespaces, "linkerd-cni") ||
+		conf.Exempt("linkerd-cni", "linkerd-cni-mesh-cni-x7k2p") != "agent-pod" || conf.Exempt("linkerd-cni", "web-1") != "" {
+		t.Errorf("agent namespace %s, excluded %v, prefix %s", conf.AgentNamespace, conf.ExcludeNamespaces, conf.AgentPodPrefix)
 	}
 	ds := r.get(t, "DaemonSet", "")
 	a := args(t, ds)

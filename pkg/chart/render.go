@@ -31,6 +31,11 @@ type Options struct {
 	Values    map[string]any // user values (as from -f), may be nil
 	// KubeVersion is --kube-version; default the package's KubeVersion.
 	KubeVersion string
+	// APIVersions are --api-versions: API groups/versions (or
+	// group/version/Kind) the cluster serves beyond Helm's defaults.
+	APIVersions []string
+	// Upgrade renders as `helm upgrade` does (.Release.IsUpgrade).
+	Upgrade bool
 }
 
 // Rendered is the output of one render.
@@ -54,6 +59,7 @@ func Render(dir string, o Options) (*Rendered, error) {
 	}
 	caps := chartutil.DefaultCapabilities.Copy()
 	caps.KubeVersion = *kv
+	caps.APIVersions = append(caps.APIVersions, o.APIVersions...)
 	vals := o.Values
 	if vals == nil {
 		vals = map[string]any{}
@@ -67,8 +73,9 @@ func Render(dir string, o Options) (*Rendered, error) {
 	top, err := chartutil.ToRenderValues(chrt, vals, chartutil.ReleaseOptions{
 		Name:      or(o.Release, BaseRelease),
 		Namespace: or(o.Namespace, BaseNamespace),
-		Revision:  1,
-		IsInstall: true,
+		Revision:  map[bool]int{false: 1, true: 2}[o.Upgrade],
+		IsInstall: !o.Upgrade,
+		IsUpgrade: o.Upgrade,
 	}, caps)
 	if err != nil {
 		return nil, fmt.Errorf("values for chart %s: %w", dir, err)

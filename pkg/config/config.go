@@ -34,8 +34,9 @@ const (
 	DefaultLogLevel       = "info"
 	DefaultAgentNamespace = "mesh-cni"
 	DefaultAgentPodPrefix = "mesh-cni-"
-	// DefaultExcludeNamespace is excluded together with the agent's
-	// namespace when excludeNamespaces is absent.
+	// DefaultExcludeNamespace is excluded when excludeNamespaces is
+	// absent. The agent's namespace is not: its own pods are exempt by
+	// name (agentPodPrefix), any other pod there is judged as everywhere.
 	DefaultExcludeNamespace = "kube-system"
 	DefaultLookupTimeout    = 5 * time.Second
 	// MaxLookupTimeout keeps a pod's network setup bounded even when the
@@ -227,7 +228,7 @@ func (c *NetConf) setDefaults() {
 	// An explicit empty list means "exclude nothing"; only an absent key
 	// takes the default.
 	if c.ExcludeNamespaces == nil {
-		c.ExcludeNamespaces = []string{DefaultExcludeNamespace, c.AgentNamespace}
+		c.ExcludeNamespaces = []string{DefaultExcludeNamespace}
 	}
 	if c.LookupTimeout == "" {
 		c.LookupTimeout = durText(DefaultLookupTimeout)

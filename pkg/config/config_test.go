@@ -20,7 +20,7 @@ func TestParseDefaults(t *testing.T) {
 	if c.Backend != "auto" || c.LogLevel != "info" || !*c.IPv6 || c.Timeout != 5*time.Second {
 		t.Errorf("defaults: backend %q logLevel %q ipv6 %v timeout %v", c.Backend, c.LogLevel, *c.IPv6, c.Timeout)
 	}
-	if strings.Join(c.ExcludeNamespaces, ",") != "kube-system,mesh-cni" {
+	if strings.Join(c.ExcludeNamespaces, ",") != "kube-system" {
 		t.Errorf("excludeNamespaces = %v", c.ExcludeNamespaces)
 	}
 	if c.AgentSocket != node.DefaultAgentSocket || c.ReadyMarker != node.DefaultReadyMarker ||

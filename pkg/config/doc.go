@@ -104,6 +104,25 @@ func Doc() []byte {
 		}
 	}
 
+	p("\n## Namespaces the chart refuses\n\n")
+	p("The chart refuses to install or upgrade a release in a namespace other\n")
+	p("components own, unless the value `%s` is `true`:\n", AllowSharedNamespace)
+	p("whoever may create pods in the release namespace can run them as the\n")
+	p("agent's ServiceAccount (its writes to its node, its tokens), the namespace\n")
+	p("must admit privileged pods, and a pod there named with `agentPodPrefix` is\n")
+	p("exempt from redirection. `linkerd-cni`, where [the Linkerd\n")
+	p("guide](linkerd.md) installs the chart, holds nothing else and is allowed.\n")
+	p("`helm lint`, which installs nothing, is not refused.\n\n")
+	p("| namespace | owned by |\n|---|---|\n")
+	for _, n := range SharedNamespaces {
+		p("| `%s` | %s |\n", n.Name, n.Why)
+	}
+	p("\n## Chart values that are not keys\n\n")
+	p("| value | default | meaning |\n|---|---|---|\n")
+	for _, v := range ChartValues {
+		p("| `%s` | `false` | %s |\n", v.Name, v.Doc)
+	}
+
 	p("\n## Chart inputs that are not keys\n\n")
 	p("The chart's `platform` presets (CNI dirs, chaining, OpenShift's extras, and\n")
 	p("on OpenShift `meshes.istio.trustAnnotations: false`, since pods run under\n")

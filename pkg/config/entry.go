@@ -107,12 +107,12 @@ var Keys = []Key{
 			"instead of leaving IPv6 unredirected",
 	},
 	{
-		Name: "excludeNamespaces", DefaultText: "`[\"" + DefaultExcludeNamespace + "\", <agentNamespace>]`",
+		Name: "excludeNamespaces", Default: []string{DefaultExcludeNamespace},
 		Schema: nullable(map[string]any{"type": "array", "items": map[string]any{
 			"type": "string", "pattern": dnsLabelPattern, "maxLength": 63,
 		}}),
-		Doc: "pods here are never redirected nor blocked; `[]` excludes none (the agent's own pods stay exempt, " +
-			"see `agentPodPrefix`). Read leniently, as it decides before anything else: a value that is not a list " +
+		Doc: "pods here are never redirected nor blocked; `[]` excludes none. The agent's namespace is not excluded: " +
+			"only the agent's own pods there are exempt (see `agentPodPrefix`). Read leniently, as it decides before anything else: a value that is not a list " +
 			"takes the default, a name that is not a namespace name matches nothing (both still fail other pods)",
 		check: func(c *NetConf) error {
 			for _, ns := range c.ExcludeNamespaces {

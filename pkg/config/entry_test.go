@@ -79,9 +79,6 @@ func TestResolveWritesTheTableDefaults(t *testing.T) {
 			t.Errorf("%s is not written", k.Name)
 		}
 	}
-	if !jsonSame(got["excludeNamespaces"], []byte(`["`+DefaultExcludeNamespace+`","`+DefaultAgentNamespace+`"]`)) {
-		t.Errorf("excludeNamespaces = %s", got["excludeNamespaces"])
-	}
 	var meshes map[string]json.RawMessage
 	if err := json.Unmarshal(got["meshes"], &meshes); err != nil {
 		t.Fatal(err)
@@ -188,6 +185,9 @@ func TestGeneratedFiles(t *testing.T) {
 	}
 	if b, err := os.ReadFile(filepath.Join(root, ProfilesFile)); err != nil || !bytes.Equal(b, ProfileDefaults()) {
 		t.Errorf("%s is out of date (%v): run go generate ./pkg/config", ProfilesFile, err)
+	}
+	if b, err := os.ReadFile(filepath.Join(root, SharedNamespacesFile)); err != nil || !bytes.Equal(b, SharedNamespacesJSON()) {
+		t.Errorf("%s is out of date (%v): run go generate ./pkg/config", SharedNamespacesFile, err)
 	}
 	for _, name := range mesh.Profiles {
 		if !bytes.Contains(doc, []byte(" "+name+" |")) || !bytes.Contains(schema, []byte(`"mesh.`+name+`"`)) {

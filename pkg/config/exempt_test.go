@@ -19,8 +19,12 @@ func TestExemptOnlyAgentPods(t *testing.T) {
 		{`{"excludeNamespaces":["kube-system"],"agentNamespace":"ops","agentPodPrefix":"node-agent-"}`, "ops", "db-0", ""},
 		{`{"excludeNamespaces":["kube-system"],"agentNamespace":"ops","agentPodPrefix":"node-agent-"}`, "mesh-cni", "node-agent-abc", ""},
 		{`{"excludeNamespaces":["kube-system"],"agentNamespace":"ops","agentPodPrefix":"node-agent-"}`, "kube-system", "coredns-1", "excluded-namespace"},
-		// By default the agent's namespace is excluded as a whole.
-		{`{}`, "mesh-cni", "web-1", "excluded-namespace"},
+		// By default only kube-system is excluded as a whole; in the
+		// agent's namespace only the agent's pods are exempt.
+		{`{}`, "mesh-cni", "web-1", ""},
+		{`{}`, "mesh-cni", "mesh-cni-x7k2p", "agent-pod"},
+		{`{}`, "kube-system", "coredns-1", "excluded-namespace"},
+		{`{"agentNamespace":"istio-system","agentPodPrefix":"mesh-cni-"}`, "istio-system", "istiod-5d8f", ""},
 	} {
 		c, err := Parse([]byte(tc.conf))
 		if err != nil {

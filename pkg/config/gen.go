@@ -38,9 +38,9 @@ func ProfileDefaults() []byte {
 }
 
 // ValuesSchema returns the parts of the chart's values.schema.json that
-// Keys and MeshKeys own: top-level properties (the chart values that set
-// a key of the same name) and definitions (the mesh objects, one per
-// profile, and what their lists hold).
+// Keys, MeshKeys and ChartValues own: top-level properties (the chart
+// values that set a key of the same name, and ChartValues) and definitions
+// (the mesh objects, one per profile, and what their lists hold).
 func ValuesSchema() (props, defs map[string]any) {
 	props = map[string]any{}
 	for _, k := range Keys {
@@ -50,6 +50,11 @@ func ValuesSchema() (props, defs map[string]any) {
 		p := maps.Clone(k.Schema)
 		p["description"] = plain(k.Doc)
 		props[k.Name] = p
+	}
+	for _, v := range ChartValues {
+		p := maps.Clone(v.Schema)
+		p["description"] = plain(v.Doc)
+		props[v.Name] = p
 	}
 	defs = map[string]any{"mesh": meshSchema(), "portOrRange": portOrRange, "cidr": cidr}
 	for _, name := range mesh.Profiles {
@@ -80,6 +85,9 @@ func SpliceSchema(file []byte) ([]byte, error) {
 		if _, ok := props[k.Name]; ok {
 			propOrder = append(propOrder, k.Name)
 		}
+	}
+	for _, v := range ChartValues {
+		propOrder = append(propOrder, v.Name)
 	}
 	for _, part := range []struct {
 		name  string

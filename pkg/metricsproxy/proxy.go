@@ -29,6 +29,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 )
 
+// SelfSignedName is the DNS name in the self-signed certificate: a
+// scraper that pins that certificate verifies it with this server name.
+const SelfSignedName = "mesh-cni-metrics-proxy"
+
 // Options of a metrics proxy.
 type Options struct {
 	// Addr is host:port to listen on with HTTPS.
@@ -143,7 +147,7 @@ func tlsConfig(certDir, addr string) (*tls.Config, *certwatcher.CertWatcher, err
 	if host, _, _ := net.SplitHostPort(addr); net.ParseIP(host) != nil && !net.ParseIP(host).IsUnspecified() {
 		ips = append(ips, net.ParseIP(host))
 	}
-	crt, key, err := certutil.GenerateSelfSignedCertKey("mesh-cni-metrics-proxy", ips, nil)
+	crt, key, err := certutil.GenerateSelfSignedCertKey(SelfSignedName, ips, nil)
 	if err != nil {
 		return nil, nil, fmt.Errorf("self-signed metrics certificate: %w", err)
 	}

@@ -325,3 +325,36 @@ set) before ignoreInboundPorts. */}}
 {{- if or $l (hasKey $out "linkerd") }}{{ $_ := set $out "linkerd" $l }}{{ end }}
 {{- toJson $out }}
 {{- end }}
+
+{{/* Refuse a release namespace other components own (files/shared-namespaces.json,
+generated from pkg/config SharedNamespaces) unless allowSharedNamespace.
+helm lint (neither install nor upgrade) is not refused. */}}
+{{- define "mesh-cni.checkNamespace" -}}
+{{- if and (or .Release.IsInstall .Release.IsUpgrade) (not .Values.allowSharedNamespace) }}
+{{- $shared := .Files.Get "files/shared-namespaces.json" | fromJsonArray }}
+{{- if has .Release.Namespace $shared }}
+{{- fail (printf "namespace %q belongs to other components (docs/configuration.md#namespaces-the-chart-refuses): whoever may create pods there could run them as the mesh-cni agent, and it would have to admit privileged pods. Install into a namespace of its own (helm install ... -n mesh-cni --create-namespace), or set allowSharedNamespace=true to install here all the same" .Release.Namespace) }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/* The Secret the metrics proxy serves (tls.crt, tls.key), "" for its
+self-signed certificate: metrics.tlsSecretName, or with
+metrics.certManager.enabled the one cert-manager writes (default
+<fullname>-metrics-tls). Beyond loopback only. */}}
+{{- define "mesh-cni.metricsTLSSecret" -}}
+{{- if include "mesh-cni.metricsSecure" . }}
+{{- if .Values.metrics.certManager.enabled }}
+{{- default (printf "%s-metrics-tls" (include "mesh-cni.fullname" .) | trunc 63 | trimSuffix "-") .Values.metrics.tlsSecretName }}
+{{- else }}
+{{- .Values.metrics.tlsSecretName }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/* The DNS name in the metrics certificate cert-manager issues, which
+scrapers verify (Prometheus tls_config.server_name): they connect to node
+addresses, so the name is an identity, not an address. */}}
+{{- define "mesh-cni.metricsServerName" -}}
+{{- printf "%s-metrics.%s.svc" (include "mesh-cni.fullname" .) .Release.Namespace }}
+{{- end }}

@@ -1,7 +1,8 @@
 // Command gen writes the files generated from the chain entry's key tables
 // (pkg/config Keys and MeshKeys, and the profiles' defaults in pkg/mesh):
 // the plugin settings' part of the chart's values.schema.json,
-// docs/configuration.md and the profiles' defaults the chart's test reads. Run it with `go generate ./pkg/config`;
+// docs/configuration.md, the profiles' defaults the chart's test reads and the
+// shared namespaces the chart refuses. Run it with `go generate ./pkg/config`;
 // TestGeneratedFiles fails while either file is out of date.
 package main
 
@@ -43,5 +44,8 @@ func run(root string) error {
 	if err := os.MkdirAll(filepath.Dir(profiles), 0o755); err != nil {
 		return err
 	}
-	return os.WriteFile(profiles, config.ProfileDefaults(), 0o644)
+	if err := os.WriteFile(profiles, config.ProfileDefaults(), 0o644); err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(root, config.SharedNamespacesFile), config.SharedNamespacesJSON(), 0o644)
 }
