@@ -41,12 +41,20 @@ func qemuARM64(t *testing.T) string {
 // runEmulated runs bin under qemu as the runtime runs the plugin.
 func runEmulated(t *testing.T, qemu, bin, command, netns string, conf map[string]any) outcome {
 	t.Helper()
+	return runArgv(t, []string{qemu, bin}, command, netns, conf)
+}
+
+// runArgv runs the plugin, argv[len(argv)-1], with argv as the runtime
+// runs it: CNI variables, the config on stdin.
+func runArgv(t *testing.T, argv []string, command, netns string, conf map[string]any) outcome {
+	t.Helper()
 	b, err := json.Marshal(conf)
 	if err != nil {
 		t.Fatal(err)
 	}
+	bin := argv[len(argv)-1]
 	a := &invoke.Args{Command: command, ContainerID: "c0ffee", NetNS: netns, IfName: "eth0", Path: filepath.Dir(bin), PluginArgsStr: k8sArgs}
-	cmd := exec.Command(qemu, bin)
+	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Env = append(os.Environ(), a.AsEnv()...)
 	cmd.Stdin = strings.NewReader(string(b))
 	var stdout, stderr strings.Builder
@@ -55,7 +63,7 @@ func runEmulated(t *testing.T, qemu, bin, command, netns string, conf map[string
 	o := outcome{ok: err == nil, stdout: stdout.String(), stderr: stderr.String()}
 	var ee *exec.ExitError
 	if err != nil && !errors.As(err, &ee) {
-		t.Fatalf("run %s under qemu: %v", bin, err)
+		t.Fatalf("run %s: %v", strings.Join(argv, " "), err)
 	}
 	if err != nil {
 		var e types.Error
