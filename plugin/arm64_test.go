@@ -12,6 +12,7 @@ package main
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -25,6 +26,7 @@ import (
 	"github.com/containernetworking/cni/pkg/types"
 
 	"github.com/mesh-cni/mesh-cni/pkg/node"
+	"github.com/mesh-cni/mesh-cni/pkg/testenv"
 )
 
 // qemuARM64 finds the emulator; make deps installs it (Debian's
@@ -161,11 +163,17 @@ func TestARM64UnderQemu(t *testing.T) {
 		if got := legacyRules(dump); got != want {
 			t.Errorf("arm64 rules differ from amd64's:\narm64:\n%s\namd64:\n%s", got, want)
 		}
-		fell := slices.ContainsFunc(env.reported(), func(ev node.Event) bool {
-			return ev.Command == "ADD" && ev.Decision == "meshed" && ev.Backend == "iptables-legacy" && ev.Fallback == "nftables"
+		// The report is a datagram the node side reads on its own.
+		err := testenv.WaitFor(testenv.Timeout(), func() error {
+			if !slices.ContainsFunc(env.reported(), func(ev node.Event) bool {
+				return ev.Command == "ADD" && ev.Decision == "meshed" && ev.Backend == "iptables-legacy" && ev.Fallback == "nftables"
+			}) {
+				return fmt.Errorf("reported: %+v", env.reported())
+			}
+			return nil
 		})
-		if !fell {
-			t.Errorf("arm64 ADD reported no fallback from nftables to iptables-legacy: %+v", env.reported())
+		if err != nil {
+			t.Errorf("arm64 ADD reported no fallback from nftables to iptables-legacy: %v", err)
 		}
 		if o := timed("CHECK"); !o.ok {
 			t.Errorf("arm64 CHECK: %v", o)

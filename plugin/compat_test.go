@@ -116,7 +116,7 @@ func previousRelease(t *testing.T) (commit, plugin, resolver string) {
 	return commit, plugin, resolver
 }
 
-// entryOf decodes an entry and makes it the runtime's stdin for a meshed
+// entryConf decodes an entry and makes it the runtime's stdin for a meshed
 // pod in netns.
 func entryConf(t *testing.T, entry []byte, netns string) map[string]any {
 	t.Helper()
