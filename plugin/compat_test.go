@@ -146,6 +146,19 @@ func TestEntryAcrossReleases(t *testing.T) {
 	}
 	curPlugin := filepath.Join(pluginDir, "mesh-cni")
 
+	// The rule itself: every key the previous agent writes is still
+	// written, with a value of the same JSON type.
+	t.Run("no key removed, renamed or retyped", func(t *testing.T) {
+		was, now := jsonKinds(t, prev), jsonKinds(t, cur)
+		for k, kind := range was {
+			if now[k] == "" {
+				t.Errorf("%s: the previous agent writes it, the current one does not", k)
+			} else if now[k] != kind {
+				t.Errorf("%s: %s in the previous entry, %s now", k, kind, now[k])
+			}
+		}
+	})
+
 	// run does ADD, CHECK, DEL of a meshed pod and returns the rules ADD
 	// wrote.
 	run := func(t *testing.T, bin string, entry []byte) string {
@@ -219,4 +232,30 @@ func TestEntryAcrossReleases(t *testing.T) {
 			t.Errorf("rules differ from the current entry's:\ngot:\n%s\nwant:\n%s", got, want["current"])
 		}
 	})
+}
+
+// jsonKinds maps each key path of a JSON object ("meshes.istio.proxyUID")
+// to the kind of its value.
+func jsonKinds(t *testing.T, b []byte) map[string]string {
+	t.Helper()
+	var v any
+	if err := json.Unmarshal(b, &v); err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	var walk func(path string, v any)
+	walk = func(path string, v any) {
+		kind := fmt.Sprintf("%T", v)
+		if m, ok := v.(map[string]any); ok {
+			kind = "object"
+			for k, e := range m {
+				walk(strings.TrimPrefix(path+"."+k, "."), e)
+			}
+		}
+		if path != "" {
+			out[path] = kind
+		}
+	}
+	walk("", v)
+	return out
 }
