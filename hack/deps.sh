@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what the tests need from Debian, only what is missing.
 set -euo pipefail
-pkgs=(iptables nftables iproute2 containernetworking-plugins util-linux)
+pkgs=(iptables nftables iproute2 containernetworking-plugins util-linux qemu-user-static)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

@@ -11,10 +11,10 @@
 #  - runs hack/release.sh with REGISTRY=localhost:<port> (the port is part of
 #    the chart's pinned image, so each run publishes afresh: with a warm Go
 #    build cache that takes well under a minute);
-#  - publishes the previous release (N-1: the last commit before VERSION took
-#    its value, built with that commit's own hack/release.sh) into the same
-#    registry, for the upgrade and rollback spec; skipped, and said so, when
-#    the clone lacks that commit or VERSION never changed;
+#  - publishes the previous release (N-1, hack/previous-release.sh: the last
+#    commit before VERSION took its value, built with that commit's own
+#    hack/release.sh) into the same registry, for the versions spec; skipped,
+#    and said so, when the clone lacks that commit;
 #  - runs the command with E2E_RELEASE=<release.env>,
 #    E2E_PREVIOUS_RELEASE=<N-1's release.env> and E2E_REGISTRY_PORT=<port>,
 #    then stops the registry.
@@ -45,11 +45,10 @@ REGISTRY=localhost:$port OUT=$OUT/release bash "$ROOT/hack/release.sh" >"$OUT/re
   { log "make release into the registry failed:"; cat "$OUT/release.log" >&2; exit 1; }
 log "released $(cat "$ROOT/VERSION") into localhost:$port in $(($(date +%s) - start)) s"
 
-# N-1: the parent of the newest first-parent commit that changed VERSION.
+# N-1: hack/previous-release.sh (the parent of the commit that set VERSION).
 previous=
-if bump=$(git -C "$ROOT" log --first-parent -n1 --format=%H -- VERSION 2>/dev/null) && [ -n "$bump" ] &&
-  prev=$(git -C "$ROOT" rev-parse --verify -q "$bump^") && pv=$(git -C "$ROOT" show "$prev:VERSION" 2>/dev/null) &&
-  [ -n "$pv" ] && [ "$pv" != "$(cat "$ROOT/VERSION")" ]; then
+if prev=$(bash "$ROOT/hack/previous-release.sh" 2>/dev/null) && git -C "$ROOT" cat-file -e "$prev^{commit}" 2>/dev/null &&
+  pv=$(git -C "$ROOT" show "$prev:VERSION" 2>/dev/null) && [ -n "$pv" ] && [ "$pv" != "$(cat "$ROOT/VERSION")" ]; then
   tree=$OUT/previous-src
   git -C "$ROOT" worktree add -q --detach "$tree" "$prev"
   trap 'kill $regpid 2>/dev/null || true; wait $regpid 2>/dev/null || true; git -C "$ROOT" worktree remove --force "$tree" 2>/dev/null || true' EXIT
@@ -61,7 +60,7 @@ if bump=$(git -C "$ROOT" log --first-parent -n1 --format=%H -- VERSION 2>/dev/nu
     log "the previous release (${prev:0:12}) failed to build with its own pipeline:"; tail -20 "$OUT/previous.log" >&2; exit 1
   fi
 else
-  log "no previous release in this clone (VERSION never changed, or a shallow clone): the upgrade spec will say so and skip"
+  log "no previous release in this clone (no earlier VERSION, or a shallow clone): the versions spec will say so and skip"
 fi
 
 E2E_RELEASE=$OUT/release/release.env E2E_PREVIOUS_RELEASE=$previous E2E_REGISTRY_PORT=$port "$@"

@@ -15,7 +15,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mesh-cni/mesh-cni/pkg/doctest"
 	"github.com/mesh-cni/mesh-cni/pkg/testenv"
 )
 
@@ -269,7 +268,7 @@ func TestRelease(t *testing.T) {
 		}
 	})
 
-	t.Run("docs/release.md commands", func(t *testing.T) { releaseDocs(t, env, tools, helm, run) })
+	t.Run("docs commands against the release", func(t *testing.T) { releaseDocs(t, env, tools, helm, run) })
 
 	t.Run("SBOM per platform", func(t *testing.T) {
 		for _, arch := range []string{"amd64", "arm64"} {
@@ -332,50 +331,4 @@ func readFile(t *testing.T, p string) string {
 		t.Fatal(err)
 	}
 	return string(b)
-}
-
-// releaseDocs runs docs/release.md's `<!-- doctest: release -->` blocks
-// against the release: the placeholders become its registry, version and
-// digests, and the commands run with the tools the release used.
-func releaseDocs(t *testing.T, env map[string]string, tools, helm string, run func(string, ...string) (string, error)) {
-	blocks, err := doctest.Parse("../docs/release.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	reg := env["REGISTRY"]
-	repl := strings.NewReplacer(
-		"REGISTRY/", reg+"/", "MIRROR/", reg+"/mirror/",
-		"CHART_DIGEST", env["CHART_DIGEST"], "AMD64_DIGEST", env["IMAGE_DIGEST_AMD64"],
-		"DIGEST", env["IMAGE_DIGEST"], "CHART_VERSION", env["CHART_VERSION"], "VERSION", env["VERSION"],
-		"cosign.pub", env["COSIGN_PUB"])
-	bins := map[string]string{"crane": filepath.Join(tools, "crane"), "cosign": filepath.Join(tools, "cosign"), "helm": helm}
-	dir := t.TempDir()
-	ran := 0
-	for _, b := range blocks {
-		if !b.Release() {
-			continue
-		}
-		for _, c := range b.Commands {
-			argv := c.Pipeline[0]
-			bin := bins[argv[0]]
-			if len(c.Pipeline) != 1 || bin == "" {
-				t.Errorf("release.md:%d: %q: only crane, cosign and helm are run", c.Line, c.Text)
-				continue
-			}
-			args := make([]string, 0, len(argv))
-			for _, a := range argv[1:] {
-				args = append(args, repl.Replace(a))
-			}
-			if argv[0] == "helm" {
-				args = append(args, "--plain-http", "-d", dir) // the test's registry is loopback HTTP
-			}
-			if s, err := run(bin, args...); err != nil {
-				t.Errorf("release.md:%d: %s %s: %v\n%s", c.Line, argv[0], strings.Join(args, " "), err, s)
-			}
-			ran++
-		}
-	}
-	if ran == 0 {
-		t.Error("docs/release.md has no `doctest: release` commands")
-	}
 }

@@ -268,7 +268,11 @@ func (c *NetConf) validate() error {
 // the settings are final; only a profile the entry does not name (one the
 // agent that wrote it did not know) is given its defaults.
 func parseMeshes(raw json.RawMessage, resolved bool) (map[string]mesh.Config, error) {
-	given, err := decodeMeshes(raw)
+	decode := decodeMeshes
+	if resolved {
+		decode = decodeResolvedMeshes
+	}
+	given, err := decode(raw)
 	if err != nil {
 		return nil, err
 	}
@@ -324,6 +328,34 @@ func decodeMeshes(raw json.RawMessage) (map[string]mesh.Config, error) {
 				return nil, types.NewError(types.ErrUnsupportedField,
 					fmt.Sprintf("meshes.%s: unsupported key %s", name, Clip(strings.TrimPrefix(err.Error(), "json: unknown field "))), "")
 			}
+			return nil, types.NewError(types.ErrDecodingFailure, fmt.Sprintf("failed to decode meshes.%s", name), err.Error())
+		}
+		out[name] = mc
+	}
+	return out, nil
+}
+
+// decodeResolvedMeshes reads "meshes" of an entry the agent wrote. The
+// agent checked it, and it may be of a newer release (the plugin binary and
+// the entry change one after the other during an upgrade or a rollback):
+// a key or a profile this plugin does not know is ignored, never refused
+// (docs/upgrade.md, compatibility). A known key of the wrong type is still
+// an error.
+func decodeResolvedMeshes(raw json.RawMessage) (map[string]mesh.Config, error) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil, nil
+	}
+	var byName map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &byName); err != nil {
+		return nil, types.NewError(types.ErrDecodingFailure, "failed to decode \"meshes\"", err.Error())
+	}
+	out := map[string]mesh.Config{}
+	for _, name := range slices.Sorted(maps.Keys(byName)) {
+		if !slices.Contains(mesh.Profiles, name) {
+			continue
+		}
+		var mc mesh.Config
+		if err := json.Unmarshal(byName[name], &mc); err != nil {
 			return nil, types.NewError(types.ErrDecodingFailure, fmt.Sprintf("failed to decode meshes.%s", name), err.Error())
 		}
 		out[name] = mc

@@ -251,3 +251,41 @@ func TestOlderAgentEntry(t *testing.T) {
 		t.Errorf("the older entry means something else:\n%+v %+v\n%+v %+v", o, old.Meshes, n, now.Meshes)
 	}
 }
+
+// A resolved entry of a later release: keys and a profile this release
+// does not know are ignored (docs/upgrade.md, compatibility); a known key
+// of the wrong type is still refused. Without the mark the unknown profile
+// key is refused, as a typo in a hand-written entry.
+func TestResolvedEntryOfALaterRelease(t *testing.T) {
+	b, err := Load([]byte(`{"type":"mesh-cni"}`), HostPaths{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatal(err)
+	}
+	m["laterKey"] = 1
+	meshes := m["meshes"].(map[string]any)
+	meshes[mesh.Istio].(map[string]any)["laterProfileKey"] = "x"
+	meshes["laterMesh"] = map[string]any{"enabled": true}
+	later, _ := json.Marshal(m)
+	c, err := Parse(later)
+	if err != nil {
+		t.Fatalf("a later release's resolved entry: %v", err)
+	}
+	if _, ok := c.Meshes["laterMesh"]; ok || c.Meshes[mesh.Istio].ProxyUID == nil {
+		t.Errorf("meshes read as %+v", c.Meshes)
+	}
+	meshes[mesh.Istio].(map[string]any)["proxyUID"] = "1337"
+	mistyped, _ := json.Marshal(m)
+	if _, err := Parse(mistyped); err == nil || !strings.Contains(err.Error(), "meshes.istio") {
+		t.Errorf("a known key of the wrong type: %v, want it refused", err)
+	}
+	meshes[mesh.Istio].(map[string]any)["proxyUID"] = 1337
+	delete(m, "resolved")
+	unmarked, _ := json.Marshal(m)
+	if _, err := Parse(unmarked); err == nil || !strings.Contains(err.Error(), "unsupported key") {
+		t.Errorf("the same entry unmarked: %v, want the unknown key refused", err)
+	}
+}

@@ -21,6 +21,7 @@ import (
 	"github.com/containernetworking/plugins/pkg/ns"
 	goiptables "github.com/coreos/go-iptables/iptables"
 	"github.com/google/nftables"
+	"golang.org/x/sys/unix"
 
 	"github.com/mesh-cni/mesh-cni/pkg/backend/policy"
 	"github.com/mesh-cni/mesh-cni/pkg/backend/validate"
@@ -104,10 +105,22 @@ func New(v Variant) (*Backend, error) {
 
 // Supported reports whether the variant's iptables works on this host, by
 // asking go-iptables for its version (one exec of "iptables-<v> --version").
+// For iptables-nft this process must also open an nf_tables netlink socket:
+// it reads and removes that variant's chains itself. A binary the host runs
+// natively can pass the version probe where this process cannot (qemu-user
+// runs the plugin and refuses NETLINK_NETFILTER, but execs the host's
+// iptables natively).
 func Supported(v Variant) error {
 	path, err := lookPath(fmt.Sprintf("iptables-%s", v))
 	if err != nil {
 		return err
+	}
+	if v == NFT {
+		fd, err := unix.Socket(unix.AF_NETLINK, unix.SOCK_RAW|unix.SOCK_CLOEXEC, unix.NETLINK_NETFILTER)
+		if err != nil {
+			return fmt.Errorf("nf_tables netlink socket: %w", err)
+		}
+		unix.Close(fd)
 	}
 	ipt, err := goiptables.New(goiptables.Path(path))
 	if err != nil {

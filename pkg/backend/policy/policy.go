@@ -93,6 +93,13 @@ func Delete(ns *os.File) error {
 
 func ours(c *conn) ([]rule, error) {
 	all, err := c.ruleList()
+	if errors.Is(err, unix.EOPNOTSUPP) {
+		// No policy routing here (a kernel without multiple tables, or
+		// qemu-user, whose rtnetlink translation has no rule messages:
+		// linux-user/fd-trans.c, target_to_host_data_route): no rule of
+		// ours can exist, and adding one fails with the reason.
+		return nil, nil
+	}
 	if err != nil {
 		return nil, fmt.Errorf("list ip rules: %w", err)
 	}
