@@ -10,6 +10,7 @@ import (
 	"time"
 
 	authv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/mesh-cni/mesh-cni/pkg/testenv"
@@ -83,4 +84,68 @@ func TestTokenRequesterError(t *testing.T) {
 	if _, err := os.Stat(out); !os.IsNotExist(err) {
 		t.Fatalf("kubeconfig written after a failed token request: %v", err)
 	}
+}
+
+// Bound to the agent's Node, the plugin's tokens carry its name (what the
+// chart's admission policy requires of them), stay bound when rotated, and
+// stop working once the Node is deleted. A pod cannot hold them: the API
+// server binds a token only to a pod running as the token's account.
+func TestTokenRequesterBindsToNode(t *testing.T) {
+	env := testenv.Start(t)
+	ctx := context.Background()
+	ns := env.Namespace(t, "kc")
+	node := env.Node(t, "kc-node")
+	if _, err := env.Client.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "plugin"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	r := &TokenRequester{Client: env.Client.CoreV1(), Namespace: ns, Name: "plugin", Node: node.Name, Now: func() time.Time { return now }}
+	review := func(tok string) *authv1.TokenReview {
+		t.Helper()
+		rev, err := env.Client.AuthenticationV1().TokenReviews().Create(ctx, &authv1.TokenReview{Spec: authv1.TokenReviewSpec{Token: tok}}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rev
+	}
+	var toks []string
+	for range 2 {
+		tok, err := r.Token()
+		if err != nil {
+			t.Fatal(err)
+		}
+		rev := review(tok)
+		extra := rev.Status.User.Extra
+		if !rev.Status.Authenticated || len(extra["authentication.kubernetes.io/node-name"]) != 1 || extra["authentication.kubernetes.io/node-name"][0] != node.Name ||
+			extra["authentication.kubernetes.io/node-uid"][0] != string(node.UID) {
+			t.Fatalf("token not bound to node %s: authenticated %v, extra %v", node.Name, rev.Status.Authenticated, extra)
+		}
+		toks = append(toks, tok)
+		now = now.Add(50 * time.Minute) // past 80%: the next call rotates
+	}
+	if toks[0] == toks[1] {
+		t.Fatal("token not rotated")
+	}
+
+	// Why not the agent's pod: it runs as another account.
+	pod, err := env.Client.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "agent"},
+		Spec:       corev1.PodSpec{NodeName: node.Name, Containers: []corev1.Container{{Name: "agent", Image: "agent:1"}}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = env.Client.CoreV1().ServiceAccounts(ns).CreateToken(ctx, "plugin", &authv1.TokenRequest{Spec: authv1.TokenRequestSpec{
+		BoundObjectRef: &authv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: pod.Name, UID: pod.UID},
+	}}, metav1.CreateOptions{})
+	if err == nil || !strings.Contains(err.Error(), "different serviceaccount") {
+		t.Errorf("plugin token bound to a pod of another account: %v; if the API server now allows it, bind to the agent's pod", err)
+	}
+
+	if err := env.Client.CoreV1().Nodes().Delete(ctx, node.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	testenv.EventuallyTrue(t, "token void once its Node is deleted", func() bool {
+		return !review(toks[1]).Status.Authenticated
+	})
 }
