@@ -3,6 +3,7 @@ package rbac
 import (
 	"context"
 	"fmt"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -64,8 +65,23 @@ func (w *writes) try(resource, verb, field, node string, allow bool, err error) 
 	}
 }
 
+// log prints the rows, each of which docs/permissions.md must hold.
 func (w *writes) log() {
+	w.t.Helper()
 	w.t.Logf("writes with the agent's token:\n| resource | verb | field | node | API server |\n|---|---|---|---|---|\n%s", strings.Join(w.rows, "\n"))
+	b, err := os.ReadFile("../../docs/permissions.md")
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	doc := map[string]bool{}
+	for _, l := range strings.Split(string(b), "\n") {
+		doc[l] = true
+	}
+	for _, r := range w.rows {
+		if !doc[r] {
+			w.t.Errorf("docs/permissions.md (writes tried with the agent's token) lacks the row\n%s", r)
+		}
+	}
 }
 
 // policyRig is the chart (repair label, startup taint, the API server's
