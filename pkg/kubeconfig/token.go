@@ -68,9 +68,11 @@ func (r *TokenRequester) Token() (string, error) {
 		spec.BoundObjectRef = &authv1.BoundObjectReference{Kind: "Node", APIVersion: "v1", Name: r.Node}
 	}
 	tr, err := r.Client.ServiceAccounts(r.Namespace).CreateToken(ctx, r.Name, &authv1.TokenRequest{Spec: spec}, metav1.CreateOptions{})
-	if spec.BoundObjectRef != nil && apierrors.IsBadRequest(err) && strings.Contains(err.Error(), "feature") {
+	if spec.BoundObjectRef != nil && apierrors.IsBadRequest(err) && strings.Contains(err.Error(), "ServiceAccountTokenNodeBinding") {
 		// Before Kubernetes 1.31 binding to a Node is off by default
-		// (feature gate ServiceAccountTokenNodeBinding): unbound, as before.
+		// (kubernetes pkg/registry/core/serviceaccount/storage/token.go,
+		// "cannot bind token to a Node object as the ... feature-gate is
+		// disabled"): unbound tokens then, as before 1.31.
 		r.nodeUnbound = true
 		spec.BoundObjectRef = nil
 		tr, err = r.Client.ServiceAccounts(r.Namespace).CreateToken(ctx, r.Name, &authv1.TokenRequest{Spec: spec}, metav1.CreateOptions{})

@@ -3,6 +3,9 @@ package kubeconfig
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,6 +15,8 @@ import (
 	authv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/rest"
 
 	"github.com/mesh-cni/mesh-cni/pkg/testenv"
 )
@@ -148,4 +153,47 @@ func TestTokenRequesterBindsToNode(t *testing.T) {
 	testenv.EventuallyTrue(t, "token void once its Node is deleted", func() bool {
 		return !review(toks[1]).Status.Authenticated
 	})
+}
+
+// Before Kubernetes 1.31 the API server refuses to bind a token to a Node
+// (feature gate ServiceAccountTokenNodeBinding off by default); the plugin
+// then gets unbound tokens, and asks once. The API server here answers as
+// such a version does (its v1.34 binaries cannot turn the gate off).
+func TestTokenRequesterUnboundBefore131(t *testing.T) {
+	var bound, unbound int
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var tr authv1.TokenRequest
+		if err := json.NewDecoder(r.Body).Decode(&tr); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		if tr.Spec.BoundObjectRef != nil {
+			bound++
+			w.WriteHeader(http.StatusBadRequest)
+			json.NewEncoder(w).Encode(metav1.Status{TypeMeta: metav1.TypeMeta{Kind: "Status", APIVersion: "v1"}, Status: metav1.StatusFailure,
+				Reason: metav1.StatusReasonBadRequest, Code: http.StatusBadRequest,
+				Message: `cannot bind token to a Node object as the "ServiceAccountTokenNodeBinding" feature-gate is disabled`})
+			return
+		}
+		unbound++
+		tr.Status = authv1.TokenRequestStatus{Token: fmt.Sprintf("t%d", unbound), ExpirationTimestamp: metav1.NewTime(time.Now().Add(time.Hour))}
+		json.NewEncoder(w).Encode(&tr)
+	}))
+	defer srv.Close()
+	c, err := corev1client.NewForConfig(&rest.Config{Host: srv.URL, ContentConfig: rest.ContentConfig{ContentType: "application/json"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	r := &TokenRequester{Client: c, Namespace: "ns", Name: "plugin", Node: "n1", Now: func() time.Time { return now }}
+	for range 2 {
+		if tok, err := r.Token(); err != nil || tok == "" {
+			t.Fatalf("token with Node binding off: %q, %v", tok, err)
+		}
+		now = now.Add(50 * time.Minute)
+	}
+	if bound != 1 || unbound != 2 {
+		t.Fatalf("requests: %d bound, %d unbound; want 1 bound (refused), then unbound only", bound, unbound)
+	}
 }
