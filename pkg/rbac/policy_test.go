@@ -407,3 +407,42 @@ func TestPolicyTokenRequests(t *testing.T) {
 	w.try("serviceaccounts/token", "create", "plugin's account, the API server's audience, 600 s, bound to its Node", "own", true,
 		token(plugin, authv1.TokenRequestSpec{ExpirationSeconds: func() *int64 { s := int64(600); return &s }(), BoundObjectRef: bound, Audiences: []string{apiAudience}}))
 }
+
+// Rendered for Kubernetes 1.30, where the API server cannot bind a token to
+// a Node, the policy lets the plugin's tokens be unbound, and still refuses
+// those bound to another Node and the rest.
+func TestPolicyTokenRequestsBefore131(t *testing.T) {
+	env := testenv.Start(t)
+	ctx := context.Background()
+	ns := env.Namespace(t, "mesh-cni")
+	own, other := "pol130-own", "pol130-other"
+	env.Node(t, own)
+	env.Node(t, other)
+	sa, _, _ := installFor(t, env, "v1.30.0", "pol130", ns, map[string]any{})
+	c := agentClient(t, env, ns, sa, own)
+	plugin := sa + "-plugin"
+	hour, tenYears := int64(3600), int64(10*365*24*3600)
+	token := func(spec authv1.TokenRequestSpec) error {
+		_, err := c.CoreV1().ServiceAccounts(ns).CreateToken(ctx, plugin, &authv1.TokenRequest{Spec: spec}, metav1.CreateOptions{})
+		return err
+	}
+	var err error
+	eventuallyErr(t, "own-node policy active", func() bool {
+		err = token(authv1.TokenRequestSpec{ExpirationSeconds: &tenYears})
+		return err != nil
+	}, &err)
+	w := &writes{t: t}
+	for _, tc := range []struct {
+		field, node string
+		spec        authv1.TokenRequestSpec
+		allow       bool
+	}{
+		{"unbound", "own", authv1.TokenRequestSpec{ExpirationSeconds: &hour}, true},
+		{"bound to its Node", "own", authv1.TokenRequestSpec{ExpirationSeconds: &hour, BoundObjectRef: &authv1.BoundObjectReference{Kind: "Node", APIVersion: "v1", Name: own}}, true},
+		{"bound to another Node", "other", authv1.TokenRequestSpec{ExpirationSeconds: &hour, BoundObjectRef: &authv1.BoundObjectReference{Kind: "Node", APIVersion: "v1", Name: other}}, false},
+		{"unbound, 10 years", "own", authv1.TokenRequestSpec{ExpirationSeconds: &tenYears}, false},
+	} {
+		w.try("serviceaccounts/token", "create", tc.field, tc.node, tc.allow, token(tc.spec))
+	}
+	w.t.Logf("rendered for v1.30.0:\n%s", strings.Join(w.rows, "\n"))
+}

@@ -53,8 +53,15 @@ func install(t *testing.T, env *testenv.Env, release, ns string, vals map[string
 // (Cluster)Roles.
 func installRules(t *testing.T, env *testenv.Env, release, ns string, vals map[string]any) (sa, ds string, rules []rbacv1.PolicyRule) {
 	t.Helper()
+	return installFor(t, env, "", release, ns, vals)
+}
+
+// installFor is installRules with the chart rendered for kubeVersion ("":
+// the chart library's default).
+func installFor(t *testing.T, env *testenv.Env, kubeVersion, release, ns string, vals map[string]any) (sa, ds string, rules []rbacv1.PolicyRule) {
+	t.Helper()
 	ctx := context.Background()
-	r, err := chart.Render(chartDir, chart.Options{Release: release, Namespace: ns, Values: vals})
+	r, err := chart.Render(chartDir, chart.Options{Release: release, Namespace: ns, Values: vals, KubeVersion: kubeVersion})
 	if err != nil {
 		t.Fatalf("render chart: %v", err)
 	}
