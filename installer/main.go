@@ -130,7 +130,9 @@ func run(cfg *config, log *slog.Logger) error {
 		return fmt.Errorf("--plugin-service-account=%s needs --namespace (or POD_NAMESPACE)", cfg.pluginServiceAccount)
 	case cfg.pluginServiceAccount != "":
 		// The plugin gets its own short-lived tokens; ours stays here.
-		kopts.Tokens = &kubeconfig.TokenRequester{Client: client.core, Namespace: cfg.namespace, Name: cfg.pluginServiceAccount}
+		// Bound to this node: the tokens carry its name (the chart's
+		// admission policy refuses others) and die with the Node.
+		kopts.Tokens = &kubeconfig.TokenRequester{Client: client.core, Namespace: cfg.namespace, Name: cfg.pluginServiceAccount, Node: cfg.nodeName}
 	default:
 		log.Warn("--allow-agent-token-for-plugin: the host kubeconfig carries the agent's own token")
 	}

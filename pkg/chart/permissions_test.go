@@ -95,6 +95,113 @@ func TestPermissionsDoc(t *testing.T) {
 	}
 }
 
+// docs/permissions.md says, for every write the chart can grant the agent,
+// whether the admission policy matches it and what it allows and refuses;
+// its "policy" column must be what the rendered policy matches.
+func TestPermissionsDocPolicy(t *testing.T) {
+	writes := map[string]bool{} // "group resource verb" of the agent's write rules
+	matched := map[string]bool{}
+	for _, vals := range []map[string]any{
+		{"repair": map[string]any{"policy": "evict"}, "startupTaint": map[string]any{"enabled": true}},
+		{"repair": map[string]any{"policy": "delete"}},
+		{"repair": map[string]any{"policy": "label"}},
+		{"openshift": map[string]any{"scc": map[string]any{"enabled": true}}},
+		{"metrics": map[string]any{"bindAddress": ""}},
+	} {
+		r, err := Render(chartDir, Options{Values: vals})
+		if err != nil {
+			t.Fatal(err)
+		}
+		objs, err := Objects(r.Manifest)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, o := range objs {
+			switch {
+			case o.Kind == "ValidatingAdmissionPolicy":
+				spec, _ := o.Raw["spec"].(map[string]any)
+				mc, _ := spec["matchConstraints"].(map[string]any)
+				rules, _ := mc["resourceRules"].([]any)
+				for _, x := range rules {
+					rule := x.(map[string]any)
+					for _, g := range strs(rule["apiGroups"]) {
+						for _, res := range strs(rule["resources"]) {
+							for _, op := range strs(rule["operations"]) {
+								matched[group(g)+" "+res+" "+op] = true
+							}
+						}
+					}
+				}
+			case (o.Kind == "ClusterRole" || o.Kind == "Role") && !strings.Contains(o.Name, "-plugin") &&
+				!strings.HasSuffix(o.Name, "-metrics-reader"):
+				rules, _ := o.Raw["rules"].([]any)
+				for _, x := range rules {
+					rule := x.(map[string]any)
+					for _, g := range strs(rule["apiGroups"]) {
+						for _, res := range strs(rule["resources"]) {
+							for _, v := range strs(rule["verbs"]) {
+								if v != "get" && v != "list" && v != "watch" {
+									writes[group(g)+" "+res+" "+v] = true
+								}
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+	if len(matched) == 0 || len(writes) == 0 {
+		t.Fatalf("rendered no policy (%d) or no write rules (%d)", len(matched), len(writes))
+	}
+	// The admission operation of each verb.
+	op := map[string]string{"create": "CREATE", "patch": "UPDATE", "update": "UPDATE", "delete": "DELETE"}
+
+	b, err := os.ReadFile("../../docs/permissions.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	documented := map[string]bool{}
+	in := false
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(line, "| API group | resource | verbs | policy |") {
+			in = true
+			continue
+		}
+		if !in || strings.HasPrefix(line, "|---") {
+			continue
+		}
+		cells := strings.Split(line, "|")
+		if len(cells) < 7 {
+			in = false
+			continue
+		}
+		g, res, policy := strings.TrimSpace(cells[1]), strings.TrimSpace(cells[2]), strings.TrimSpace(cells[4])
+		for _, v := range strings.Split(cells[3], ",") {
+			v = strings.TrimSpace(v)
+			key := g + " " + res + " " + v
+			documented[key] = true
+			if !writes[key] {
+				t.Errorf("docs/permissions.md policy table: %s is not a write the chart grants the agent", key)
+			}
+			if got := matched[g+" "+res+" "+op[v]]; got != (policy == "yes") {
+				t.Errorf("docs/permissions.md policy table: %s says policy %q; the rendered policy matches it: %v", key, policy, got)
+			}
+		}
+	}
+	for _, k := range sorted(writes) {
+		if !documented[k] {
+			t.Errorf("the chart grants the agent %s, which the policy table of docs/permissions.md does not list", k)
+		}
+	}
+}
+
+func group(g string) string {
+	if g == "" {
+		return "core"
+	}
+	return g
+}
+
 func strs(v any) []string {
 	l, _ := v.([]any)
 	out := make([]string, 0, len(l))

@@ -1,7 +1,8 @@
 // Package kubeconfig writes the kubeconfig the plugin uses for its fallback
 // pod GET: JSON (valid YAML, so the plugin reads it with encoding/json),
 // mode 0600, holding a token of the plugin's own ServiceAccount
-// (TokenRequester), or without one the agent's projected token.
+// (TokenRequester, bound to the agent's Node), or without one the agent's
+// projected token.
 package kubeconfig
 
 import (

@@ -53,8 +53,15 @@ func install(t *testing.T, env *testenv.Env, release, ns string, vals map[string
 // (Cluster)Roles.
 func installRules(t *testing.T, env *testenv.Env, release, ns string, vals map[string]any) (sa, ds string, rules []rbacv1.PolicyRule) {
 	t.Helper()
+	return installFor(t, env, "", release, ns, vals)
+}
+
+// installFor is installRules with the chart rendered for kubeVersion ("":
+// the chart library's default).
+func installFor(t *testing.T, env *testenv.Env, kubeVersion, release, ns string, vals map[string]any) (sa, ds string, rules []rbacv1.PolicyRule) {
+	t.Helper()
 	ctx := context.Background()
-	r, err := chart.Render(chartDir, chart.Options{Release: release, Namespace: ns, Values: vals})
+	r, err := chart.Render(chartDir, chart.Options{Release: release, Namespace: ns, Values: vals, KubeVersion: kubeVersion})
 	if err != nil {
 		t.Fatalf("render chart: %v", err)
 	}
@@ -266,6 +273,7 @@ func TestChartRBACRepairOff(t *testing.T) {
 		ObjectMeta:     metav1.ObjectMeta{GenerateName: "x-"},
 		InvolvedObject: corev1.ObjectReference{Kind: "Pod", Namespace: apps, Name: "web"},
 		Reason:         "Test", Message: "m", Type: corev1.EventTypeNormal,
+		Source: corev1.EventSource{Component: agentComponent, Host: "rbac-off"},
 	}, metav1.CreateOptions{})
 	if err != nil {
 		t.Errorf("create events with repair off: %v (the refused-setting Warning needs it)", err)
@@ -370,7 +378,7 @@ func TestPluginTokenOnlyGetsPods(t *testing.T) {
 	brokenPod(t, env, apps, "web", "plugin-node")
 
 	out := filepath.Join(t.TempDir(), "kubeconfig")
-	req := &kubeconfig.TokenRequester{Client: c.CoreV1(), Namespace: ns, Name: "mesh-cni-plugin"}
+	req := &kubeconfig.TokenRequester{Client: c.CoreV1(), Namespace: ns, Name: "mesh-cni-plugin", Node: "plugin-node"}
 	if _, err := kubeconfig.Write(out, kubeconfig.Options{Host: "10.96.0.1", Port: "443", Tokens: req}); err != nil {
 		t.Fatalf("write the plugin's kubeconfig as the agent: %v", err)
 	}
