@@ -31,6 +31,9 @@ type Options struct {
 	Values    map[string]any // user values (as from -f), may be nil
 	// KubeVersion is --kube-version; default the package's KubeVersion.
 	KubeVersion string
+	// APIVersions are --api-versions: API groups/versions (or
+	// group/version/Kind) the cluster serves beyond Helm's defaults.
+	APIVersions []string
 }
 
 // Rendered is the output of one render.
@@ -54,6 +57,7 @@ func Render(dir string, o Options) (*Rendered, error) {
 	}
 	caps := chartutil.DefaultCapabilities.Copy()
 	caps.KubeVersion = *kv
+	caps.APIVersions = append(caps.APIVersions, o.APIVersions...)
 	vals := o.Values
 	if vals == nil {
 		vals = map[string]any{}
