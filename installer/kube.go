@@ -294,7 +294,9 @@ func eventRecorder(ctx context.Context, client *clients, nodeName string) *recor
 		return nil
 	}
 	b := events.NewBroadcaster(&events.EventSinkImpl{Interface: client.events})
-	b.StartRecordingToSinkWithContext(ctx)
+	if err := b.StartRecordingToSinkWithContext(ctx); err != nil {
+		return nil // only a broadcaster already shut down fails here
+	}
 	go func() {
 		<-ctx.Done()
 		b.Shutdown()
