@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/kind/pkg/cluster/nodes"
 
+	"github.com/mesh-cni/mesh-cni/pkg/agent"
 	"github.com/mesh-cni/mesh-cni/pkg/testenv"
 )
 
@@ -118,6 +119,9 @@ var _ = Describe("primary CNI rewrites its conflist", Serial, Ordered, Label("re
 			_, c := primaryConf(node)
 			g.Expect(pluginTypes(c)).To(ContainElement("mesh-cni"))
 		}).WithTimeout(testenv.Scale(90 * time.Second)).WithPolling(500 * time.Millisecond).Should(Succeed())
+		Eventually(ctx, func() []string { return nodeEventReasons(ctx, a) }).
+			WithTimeout(testenv.Scale(30*time.Second)).WithPolling(time.Second).
+			Should(ContainElement(agent.ReasonRechained), "no %s Event regarding Node %s", agent.ReasonRechained, a)
 
 		ns := newNamespace(ctx, "e2e-rewrite")
 		got := startPods(ctx, ns, plainPod("peer", b), meshedPod("client", a, linkerd, nil))

@@ -114,6 +114,9 @@ func refused(ctx context.Context, why string, breakIt func(context.Context) stri
 		waitDaemonSetReady(ctx, client, testenv.Scale(3*time.Minute))
 		Eventually(ctx, func() string { return agentStatus(ctx, node) }).
 			WithTimeout(testenv.Scale(2 * time.Minute)).WithPolling(time.Second).Should(HavePrefix("ready"))
+		Eventually(ctx, func() []string { return nodeEventReasons(ctx, node) }).
+			WithTimeout(testenv.Scale(30*time.Second)).WithPolling(time.Second).
+			Should(ContainElement(agent.ReasonReady), "`kubectl describe node %s` shows no %s Event", node, agent.ReasonReady)
 	})
 
 	By("the agent on " + node + " is not ready and says why, on the Node and in an Event")
@@ -233,6 +236,20 @@ func nodeWarnings(ctx context.Context, node, reason string) []string {
 		}
 	}
 	return msgs
+}
+
+// nodeEventReasons lists the reasons of the agent's events.k8s.io/v1
+// Events regarding the node (in "default", as cluster-scoped objects'
+// Events are), which `kubectl describe node` shows.
+func nodeEventReasons(ctx context.Context, node string) []string {
+	evs, err := client.EventsV1().Events(metav1.NamespaceDefault).List(ctx, metav1.ListOptions{FieldSelector: fields.Set{
+		"regarding.kind": "Node", "regarding.name": node}.String()})
+	Expect(err).NotTo(HaveOccurred())
+	var reasons []string
+	for _, e := range evs.Items {
+		reasons = append(reasons, e.Reason)
+	}
+	return reasons
 }
 
 // onAnyNode lets a pod pinned to a node run there even when it is a

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -18,8 +19,9 @@ import (
 	"k8s.io/client-go/kubernetes/scheme"
 	appsv1client "k8s.io/client-go/kubernetes/typed/apps/v1"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
+	eventsv1client "k8s.io/client-go/kubernetes/typed/events/v1"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/tools/events"
 
 	"github.com/mesh-cni/mesh-cni/pkg/agent"
 	"github.com/mesh-cni/mesh-cni/pkg/kubeconfig"
@@ -28,12 +30,13 @@ import (
 	"github.com/mesh-cni/mesh-cni/pkg/version"
 )
 
-// clients are the typed clients of the two API groups the agent uses,
+// clients are the typed clients of the API groups the agent uses,
 // instead of the full clientset: linking every group's client costs the
 // agent several MiB of RSS (docs/benchmarks.md).
 type clients struct {
-	core corev1client.CoreV1Interface
-	apps appsv1client.AppsV1Interface // the DaemonSet lookup at stop
+	core   corev1client.CoreV1Interface
+	apps   appsv1client.AppsV1Interface // the DaemonSet lookup at stop
+	events eventsv1client.EventsV1Interface
 }
 
 // newClients builds them from the pod's service account, reading the token
@@ -53,7 +56,11 @@ func newClients(o kubeconfig.Options) (*clients, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &clients{core: core, apps: apps}, nil
+	ev, err := eventsv1client.NewForConfigAndClient(rc, hc)
+	if err != nil {
+		return nil, err
+	}
+	return &clients{core: core, apps: apps, events: ev}, nil
 }
 
 // restConfig reaches the API server as the pod's service account.
@@ -261,40 +268,105 @@ func decide(err error, seenDeleted bool, ds string) (bool, string) {
 	return false, fmt.Sprintf("cannot look up the DaemonSet, keeping the chain entry: %v", err)
 }
 
-// EventComponent is the source of the agent's Events on its Node.
+// EventComponent is the reporting controller of the agent's Events.
 const EventComponent = "mesh-cni-agent"
 
-// eventRecorder records this agent's Events; nil without a client. Its
-// correlator drops repeats beyond a burst per object (client-go's spam
-// filter), so a pod failing in a loop cannot flood the API.
-func eventRecorder(ctx context.Context, client *clients, nodeName string) record.EventRecorder {
+// maxNote is what events.k8s.io/v1 accepts in an Event's note (1 kB).
+const maxNote = 1024
+
+// recorder puts the agent's Events through events.k8s.io/v1. Two things
+// bound them. The broadcaster folds repeats of one (regarding, reason,
+// action, type) into an EventSeries: the first is created, the second
+// patches a count of 2, and later ones only count in memory until the
+// series is written every 30 minutes or closed 6 minutes after the last
+// one (client-go tools/events, event_broadcaster.go recordToSink,
+// finishSeries). The series keeps the first note, and distinct objects
+// (a thousand failing pods) each get their own, so limit caps each
+// reason across all objects as well.
+type recorder struct {
+	rec   events.EventRecorder
+	limit *reasonLimiter
+}
+
+// eventRecorder records this agent's Events; nil without a client.
+func eventRecorder(ctx context.Context, client *clients, nodeName string) *recorder {
 	if client == nil || nodeName == "" {
 		return nil
 	}
-	b := record.NewBroadcaster(record.WithContext(ctx))
-	b.StartRecordingToSink(&corev1client.EventSinkImpl{Interface: client.core.Events("")})
-	return b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: EventComponent, Host: nodeName})
+	b := events.NewBroadcaster(&events.EventSinkImpl{Interface: client.events})
+	if err := b.StartRecordingToSinkWithContext(ctx); err != nil {
+		return nil // only a broadcaster already shut down fails here
+	}
+	go func() {
+		<-ctx.Done()
+		b.Shutdown()
+	}()
+	return &recorder{rec: b.NewRecorder(scheme.Scheme, EventComponent), limit: newReasonLimiter(eventBurst, eventEvery)}
 }
 
-// nodeWarner records Warning Events on this node, where `kubectl describe
-// node` and `kubectl get events` show them.
-func nodeWarner(rec record.EventRecorder, nodeName string) func(reason, message string) {
-	if rec == nil {
+func (r *recorder) event(ref *corev1.ObjectReference, eventType, reason, action, note string) {
+	if r == nil || !r.limit.allow(reason) {
+		return
+	}
+	r.rec.Eventf(ref, nil, eventType, reason, action, "%s", bounded(note, maxNote))
+}
+
+// bounded cuts s to at most n bytes on a rune boundary.
+func bounded(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	const cut = " ..."
+	s = s[:n-len(cut)]
+	for len(s) > 0 && !utf8.ValidString(s) {
+		s = s[:len(s)-1]
+	}
+	return s + cut
+}
+
+// nodeRef is this node as the Events' regarding object. `kubectl describe
+// node` lists Events whose regarding is the Node by name with either its
+// UID or its name as UID (kubelet's convention); the Node's UID is used
+// when it can be read, the name otherwise. Events of a Node live in the
+// "default" namespace (the recorder's choice for cluster-scoped objects).
+func nodeRef(ctx context.Context, nodes corev1client.NodesGetter, nodeName string) *corev1.ObjectReference {
+	ref := &corev1.ObjectReference{Kind: "Node", APIVersion: "v1", Name: nodeName, UID: types.UID(nodeName)}
+	if nodes == nil {
+		return ref
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if n, err := nodes.Nodes().Get(ctx, nodeName, metav1.GetOptions{}); err == nil {
+		ref.UID = n.UID
+	}
+	return ref
+}
+
+// nodeEvents records the agent's Events (agent.Options.Event) on this node.
+func nodeEvents(r *recorder, ref *corev1.ObjectReference) func(eventType, reason, message string) {
+	if r == nil {
 		return nil
 	}
-	// Kubelet's convention for a Node's Events: the UID is the name.
-	ref := &corev1.ObjectReference{Kind: "Node", Name: nodeName, UID: types.UID(nodeName)}
-	return func(reason, message string) {
-		rec.Event(ref, corev1.EventTypeWarning, reason, message)
+	return func(eventType, reason, message string) {
+		r.event(ref, eventType, reason, nodeAction[reason], message)
 	}
+}
+
+// nodeAction is the events.k8s.io action of each reason: what the agent
+// did or would not do.
+var nodeAction = map[string]string{
+	agent.ReasonReady:     "Chain",
+	agent.ReasonRefused:   "Chain",
+	agent.ReasonRechained: "Rechain",
+	agent.ReasonFight:     "Rechain",
 }
 
 // podWarner puts the plugin's reports a person must see (agent.PodWarning)
 // on the pod as Warning Events. `kubectl describe pod` matches Events by
 // the pod's UID: the plugin passes the runtime's K8S_POD_UID, else uidOf
 // (the agent's pod informer) supplies it.
-func podWarner(rec record.EventRecorder, uidOf func(namespace, name string) types.UID) func(node.Event) {
-	if rec == nil {
+func podWarner(r *recorder, uidOf func(namespace, name string) types.UID) func(node.Event) {
+	if r == nil {
 		return nil
 	}
 	return func(ev node.Event) {
@@ -307,6 +379,10 @@ func podWarner(rec record.EventRecorder, uidOf func(namespace, name string) type
 			uid = uidOf(ev.Namespace, ev.Pod)
 		}
 		ref := &corev1.ObjectReference{Kind: "Pod", APIVersion: "v1", Namespace: ev.Namespace, Name: ev.Pod, UID: uid}
-		rec.Event(ref, corev1.EventTypeWarning, reason, msg)
+		action := "Add"
+		if reason == agent.EventDelFailed {
+			action = "Delete"
+		}
+		r.event(ref, corev1.EventTypeWarning, reason, action, msg)
 	}
 }

@@ -157,7 +157,7 @@ func run(cfg *config, log *slog.Logger) error {
 		Publish:      publisher(nodes, cfg.nodeName),
 		Published:    publishedStatus(nodes, cfg.nodeName),
 		OnFirstReady: firstReady(ctx, client, cfg, retry.Backoff(30*time.Second), log),
-		Warn:         nodeWarner(rec, cfg.nodeName),
+		Event:        nodeEvents(rec, nodeRef(ctx, nodes, cfg.nodeName)),
 		Log:          log,
 	})
 

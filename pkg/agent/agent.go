@@ -58,15 +58,34 @@ type Options struct {
 	// there is none); asked once at start when no marker survived (a
 	// reboot empties the run dir), so the ready time can carry over.
 	Published func(context.Context) (*Status, error)
-	// Warn records a Warning Event on the Node; nil = off. Called once
-	// per distinct refusal (install.ErrRefused), not on every retry.
-	Warn func(reason, message string)
-	Log  *slog.Logger
+	// Event records an Event on the Node; nil = off. eventType is
+	// EventNormal or EventWarning, reason one of the Reason constants.
+	Event func(eventType, reason, message string)
+	Log   *slog.Logger
 }
 
-// ReasonRefused is the Event reason when the agent will not chain: the
-// entry does not validate or the node cannot run it.
-const ReasonRefused = "MeshCNIConfigRefused"
+// The types of the agent's Events (core/v1's EventTypeNormal and
+// EventTypeWarning, without linking the API types here).
+const (
+	EventNormal  = "Normal"
+	EventWarning = "Warning"
+)
+
+// Reasons of the agent's Events on its Node.
+const (
+	// ReasonReady: the agent became ready (each time, not only the first).
+	ReasonReady = "MeshCNIReady"
+	// ReasonRefused: the agent will not chain, because the entry does not
+	// validate or the node cannot run it; once per distinct refusal
+	// (install.ErrRefused), not on every retry.
+	ReasonRefused = "MeshCNIConfigRefused"
+	// ReasonRechained: another component rewrote the primary's config
+	// without our entry and the agent put it back.
+	ReasonRechained = "MeshCNIRechained"
+	// ReasonFight: re-chains come so often that something keeps removing
+	// the entry (install.WatchOptions.FightCount within FightWindow).
+	ReasonFight = "MeshCNIConfigFight"
+)
 
 // Agent is safe for concurrent use by the HTTP handlers.
 type Agent struct {
@@ -181,6 +200,10 @@ func (a *Agent) onPass(st install.State) {
 	}
 	if st.Rechained {
 		metrics.Rechains.Inc()
+		a.event(EventNormal, ReasonRechained, "the primary's config "+st.Conf+" was rewritten without mesh-cni; the entry is chained again")
+	}
+	if st.Fight != "" {
+		a.event(EventWarning, ReasonFight, st.Fight)
 	}
 	switch {
 	case st.Err != nil && !errors.Is(st.Err, install.ErrSettling):
@@ -190,8 +213,8 @@ func (a *Agent) onPass(st install.State) {
 		a.mu.Unlock()
 		if first {
 			metrics.Installs.WithLabelValues(st.Stage + "_failure").Inc()
-			if errors.Is(st.Err, install.ErrRefused) && a.o.Warn != nil {
-				a.o.Warn(ReasonRefused, st.Err.Error())
+			if errors.Is(st.Err, install.ErrRefused) {
+				a.event(EventWarning, ReasonRefused, st.Err.Error())
 			}
 		}
 	case st.Err == nil && (st.Wrote || st.BinaryChanged):
@@ -205,6 +228,14 @@ func (a *Agent) onPass(st install.State) {
 	a.passes++
 	a.mu.Unlock()
 	a.update()
+}
+
+// event records an Event on the Node when Options.Event is set. The
+// recorder must not block: update calls it holding a.mu.
+func (a *Agent) event(eventType, reason, message string) {
+	if a.o.Event != nil {
+		a.o.Event(eventType, reason, message)
+	}
 }
 
 func (a *Agent) writeKubeconfig() {
@@ -386,6 +417,7 @@ func (a *Agent) update() {
 	if changed {
 		if st.Ready {
 			a.o.Log.Info("ready", "conf", st.Conf, "binary", st.Binary)
+			a.event(EventNormal, ReasonReady, fmt.Sprintf("mesh-cni %s is chained in %s (backend %s)", a.o.Version, st.Conf, a.o.Backend))
 		} else if a.status.Ready {
 			a.o.Log.Warn("not ready", "reason", st.Reason)
 		}

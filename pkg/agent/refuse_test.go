@@ -35,7 +35,10 @@ func TestBadEntryKeepsLastGoodAndReports(t *testing.T) {
 			}
 			return config.Load(raw, config.HostPaths{Kubeconfig: "/var/lib/mesh-cni/kubeconfig"})
 		}
-		o.Warn = func(reason, msg string) {
+		o.Event = func(typ, reason, msg string) {
+			if typ != EventWarning {
+				return
+			}
 			mu.Lock()
 			warned = append(warned, reason+": "+msg)
 			mu.Unlock()

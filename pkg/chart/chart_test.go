@@ -292,14 +292,17 @@ func TestPlatformPresets(t *testing.T) {
 		seLinux             string
 	}
 	cases := map[string]want{
-		"":          {"/opt/cni/bin", "/etc/cni/net.d", "", true, false, false, ""},
-		"gke":       {"/home/kubernetes/bin", "/etc/cni/net.d", "", true, true, false, ""},
-		"openshift": {"/var/lib/cni/bin", "/etc/cni/multus/net.d", "mesh-cni.conflist", false, false, true, "spc_t"},
-		"k3s":       {"/var/lib/rancher/k3s/data/cni", "/var/lib/rancher/k3s/agent/etc/cni/net.d", "", true, false, false, ""},
-		"microk8s":  {"/var/snap/microk8s/current/opt/cni/bin", "/var/snap/microk8s/current/args/cni-network", "", true, false, false, ""},
-		"eks":       {"/opt/cni/bin", "/etc/cni/net.d", "", true, false, false, ""},
-		"aks":       {"/opt/cni/bin", "/etc/cni/net.d", "", true, false, false, ""},
-		"talos":     {"/opt/cni/bin", "/etc/cni/net.d", "", true, false, false, ""},
+		"":                {"/opt/cni/bin", "/etc/cni/net.d", "", true, false, false, ""},
+		"gke":             {"/home/kubernetes/bin", "/etc/cni/net.d", "", true, true, false, ""},
+		"openshift":       {"/var/lib/cni/bin", "/etc/cni/multus/net.d", "mesh-cni.conflist", false, false, true, "spc_t"},
+		"k3s":             {"/var/lib/rancher/k3s/data/cni", "/var/lib/rancher/k3s/agent/etc/cni/net.d", "", true, false, false, ""},
+		"microk8s":        {"/var/snap/microk8s/current/opt/cni/bin", "/var/snap/microk8s/current/args/cni-network", "", true, false, false, ""},
+		"eks":             {"/opt/cni/bin", "/etc/cni/net.d", "", true, false, false, ""},
+		"aks":             {"/opt/cni/bin", "/etc/cni/net.d", "", true, false, false, ""},
+		"talos":           {"/opt/cni/bin", "/etc/cni/net.d", "", true, false, false, ""},
+		"k3d":             {"/var/lib/rancher/k3s/data/cni", "/var/lib/rancher/k3s/agent/etc/cni/net.d", "", true, false, false, ""},
+		"minikube":        {"/opt/cni/bin", "/etc/cni/net.d", "", true, false, false, ""},
+		"rancher-desktop": {"/usr/libexec/cni", "/etc/cni/net.d", "", true, false, false, ""},
 	}
 	if len(cases) != len(Platforms)+1 {
 		t.Fatalf("cases cover %d presets, chart has %d", len(cases)-1, len(Platforms))

@@ -25,6 +25,10 @@ type State struct {
 	// runtime keeps running it, so ADD keeps working.
 	Kept     string
 	Watching bool
+	// Fight is set, at most once a FightWindow, when re-chains come so
+	// often that another component keeps removing our entry: what the
+	// operator should look at.
+	Fight string
 }
 
 // WatchOptions tune the loop; zero values take the defaults.
@@ -135,6 +139,8 @@ func (in *Installer) Run(ctx context.Context, opts WatchOptions, report func(Sta
 			if warn := fight.add(time.Now()); warn {
 				in.log.Warn("another component keeps removing mesh-cni from the CNI config; it is put back each time, but pods may start unmeshed in between",
 					"conf", st.Conf, "rechains", opts.FightCount, "window", opts.FightWindow.String(), "hint", fightHint(st.Conf))
+				st.Fight = fmt.Sprintf("another component removed mesh-cni from %s %d times within %s; it is put back each time, but pods may start unmeshed in between. Look for %s",
+					st.Conf, opts.FightCount, opts.FightWindow, fightHint(st.Conf))
 			}
 		}
 		if report != nil {

@@ -113,6 +113,18 @@ microk8s:
 eks: {}
 aks: {}
 talos: {}
+# k3s in Docker: the k3s image's dirs (k3s >= 1.29.15, 1.30.11, 1.31.7,
+# 1.32.3: k3s-io/k3s#11790; older images: /bin, set cni.binDir).
+k3d:
+  binDir: /var/lib/rancher/k3s/data/cni
+  confDir: /var/lib/rancher/k3s/agent/etc/cni/net.d
+# Inside the minikube VM or node container (kicbase containerd.toml).
+minikube: {}
+# k3s on the VM's own containerd or cri-dockerd, both configured with the
+# Alpine cni-plugins dir (rancher-desktop k3s-containerd-config.toml).
+rancher-desktop:
+  binDir: /usr/libexec/cni
+  confDir: /etc/cni/net.d
 {{- end }}
 
 {{/*
@@ -126,7 +138,7 @@ default. Templates read it with `include "mesh-cni.settings" . | fromJson`.
 {{- $p := dict }}
 {{- if $v.platform }}
 {{- if not (hasKey $presets $v.platform) }}
-{{- fail (printf "platform: unknown preset %q; use one of: gke, openshift, k3s, microk8s, eks, aks, talos" $v.platform) }}
+{{- fail (printf "platform: unknown preset %q; use one of: gke, openshift, k3s, microk8s, eks, aks, talos, k3d, minikube, rancher-desktop" $v.platform) }}
 {{- end }}
 {{- $p = get $presets $v.platform }}
 {{- end }}
