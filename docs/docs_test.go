@@ -23,6 +23,7 @@ import (
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 	"sigs.k8s.io/yaml"
 
+	"github.com/mesh-cni/mesh-cni/pkg/repair"
 	"github.com/mesh-cni/mesh-cni/pkg/check"
 	"github.com/mesh-cni/mesh-cni/pkg/doctest"
 	"github.com/mesh-cni/mesh-cni/pkg/testenv"
@@ -91,7 +92,7 @@ func TestNames(t *testing.T) {
 			}
 		}
 		for _, a := range annRef.FindAllString(text, -1) {
-			if a != check.StatusAnnotation && a != "mesh-cni.io/not-ready" {
+			if a != check.StatusAnnotation && a != "mesh-cni.io/not-ready" && a != repairLabelKey {
 				t.Errorf("%s: annotation or taint %s is not one mesh-cni uses", f, a)
 			}
 		}
@@ -342,3 +343,6 @@ func deref(p *int64) any {
 	}
 	return *p
 }
+
+// repairLabelKey is the key of the label the agent's label repair sets.
+var repairLabelKey, _, _ = strings.Cut(repair.DefaultLabel, "=")
