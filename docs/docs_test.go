@@ -23,9 +23,9 @@ import (
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 	"sigs.k8s.io/yaml"
 
-	"github.com/mesh-cni/mesh-cni/pkg/repair"
 	"github.com/mesh-cni/mesh-cni/pkg/check"
 	"github.com/mesh-cni/mesh-cni/pkg/doctest"
+	"github.com/mesh-cni/mesh-cni/pkg/repair"
 	"github.com/mesh-cni/mesh-cni/pkg/testenv"
 )
 
