@@ -25,6 +25,10 @@ type State struct {
 	// runtime keeps running it, so ADD keeps working.
 	Kept     string
 	Watching bool
+	// Entry is the chain entry this pass put in force (nil when Err is
+	// set): what the runtime hands the plugin, published on the Node so
+	// the CLI can show what ADD does there.
+	Entry []byte
 }
 
 // WatchOptions tune the loop; zero values take the defaults.
@@ -173,6 +177,9 @@ func (in *Installer) install() State {
 	}
 	st.Result, st.Err = in.Reconcile()
 	st.Stage = "config"
+	if st.Err == nil {
+		st.Entry = in.cfg.Entry
+	}
 	return st
 }
 
