@@ -27,6 +27,7 @@ build:
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/mesh-cni ./plugin
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/mesh-cni-podget ./podget
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/mesh-cnictl ./ctl
+	ln -sf mesh-cnictl $(BIN)/kubectl-mesh_cni
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/mesh-cni-agent ./installer
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/mesh-cni-validator ./validator
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/mesh-cni-metrics-proxy ./metricsproxy
