@@ -110,7 +110,7 @@ func TestExplainFromCluster(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("explain -n %s web-0: exit %d: %s", ns, code, errs)
 	}
-	for _, want := range []string{"pod: " + ns + "/web-0\n", "decision: redirect (mesh linkerd)", "families:          ipv4\n",
+	for _, want := range []string{"chain entry: node worker-plain (" + agent.StatusAnnotation + ")\npod: " + ns + "/web-0\n", "decision: redirect (mesh linkerd)", "families:          ipv4\n",
 		"proxy uid/gid:     2103/none", "except ports 3306", "redirect to :4140", "# nft -f -"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("explain -n %s web-0 lacks %q:\n%s", ns, want, out)

@@ -79,8 +79,11 @@ would fail with) or the cluster cannot be read; 2 for a usage error.`,
 		w := io.Writer(&buf)
 		if text {
 			w = cmd.OutOrStdout()
-			if wide && len(o.Entry) > 0 && o.ConfigPath == "" && o.Profile == "" {
-				fmt.Fprintf(w, "chain entry: %s\n  %s\n", o.EntrySource, o.Entry)
+			if len(o.Entry) > 0 && o.ConfigPath == "" && o.Profile == "" {
+				fmt.Fprintf(w, "chain entry: %s\n", o.EntrySource)
+				if wide {
+					fmt.Fprintf(w, "  %s\n", o.Entry)
+				}
 			}
 		}
 		res, err := explain.Explain(o, w)
