@@ -24,7 +24,8 @@ func TestUsage(t *testing.T) {
 		{nil, exitUsage, "Usage:"},
 		{[]string{"frobnicate"}, exitUsage, `unknown command "frobnicate"`},
 		{[]string{"check", "-o", "xml"}, exitUsage, "-o xml: want text, wide, json, yaml"},
-		{[]string{"check", "-o", "name"}, exitUsage, "-o name: the output is no API object"},
+		{[]string{"check", "-o", "name"}, exitUsage, "-o name: want text"},
+		{[]string{"check", "-o", "go-template={{.ok}}"}, exitUsage, "want text, wide, json, yaml, jsonpath"},
 		{[]string{"check", "--no-such-flag"}, exitUsage, "unknown flag: --no-such-flag"},
 		{[]string{"check", "extra"}, exitUsage, `unexpected argument "extra"`},
 		{[]string{"explain", "--format", "xml"}, exitUsage, `--format "xml"`},
@@ -141,5 +142,9 @@ func TestVersion(t *testing.T) {
 	var out, errb bytes.Buffer
 	if code := run([]string{"version", "--client"}, &out, &errb); code != 0 || out.String() != "mesh-cnictl v1.2.3 (commit feedc0de)\n" {
 		t.Errorf("version: exit %d, %q (stderr %q)", code, out.String(), errb.String())
+	}
+	out.Reset()
+	if code := run([]string{"version", "--client", "-o", "jsonpath={.kind} {.client.version} {.client.commit}"}, &out, &errb); code != 0 || out.String() != "Version v1.2.3 feedc0de" {
+		t.Errorf("version -o jsonpath: exit %d, %q (stderr %q)", code, out.String(), errb.String())
 	}
 }
