@@ -22,7 +22,7 @@ all: build
 deps:
 	@bash hack/deps.sh
 
-## build: static binaries into bin/
+## build: static binaries into bin/ (mesh-cnictl also as kubectl-mesh_cni, the kubectl plugin)
 build:
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/mesh-cni ./plugin
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/mesh-cni-podget ./podget
