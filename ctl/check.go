@@ -1,91 +1,99 @@
 package main
 
 import (
-	"context"
-	"flag"
 	"fmt"
-	"io"
 	"os"
 	"os/signal"
 	"time"
 
+	"github.com/spf13/cobra"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/rest"
 
 	"github.com/mesh-cni/mesh-cni/pkg/check"
 	"github.com/mesh-cni/mesh-cni/pkg/version"
 )
 
-func runCheck(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("mesh-cnictl check", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+func newCheck(kube *genericclioptions.ConfigFlags) *cobra.Command {
 	var (
-		pre        = fs.Bool("pre", false, "check the cluster before installing")
-		namespace  = check.DefaultNamespace
-		output     = "text"
-		kubeconfig = fs.String("kubeconfig", "", "kubeconfig file (default $KUBECONFIG, then ~/.kube/config)")
-		kubeCtx    = fs.String("context", "", "kubeconfig context (default the current context)")
-		chained    = fs.Bool("chained", true, "the install chains into the primary CNI config; false for the non-chained mode (Multus, OpenShift)")
-		timeout    = fs.Duration("timeout", 10*time.Second, "limit for each API call")
+		pre     bool
+		chained = true
+		timeout = 10 * time.Second
 	)
-	fs.StringVar(&namespace, "n", namespace, "namespace mesh-cni is (to be) installed in")
-	fs.StringVar(&namespace, "namespace", namespace, "namespace mesh-cni is (to be) installed in")
-	fs.StringVar(&output, "o", output, "output format: text or json")
-	fs.StringVar(&output, "output", output, "output format: text or json")
-	if err := fs.Parse(args); err != nil {
-		return exitUsage
+	cmd := &cobra.Command{
+		Use:   "check",
+		Short: "Check the cluster before (--pre) or after mesh-cni is installed",
+		Long: `Runs the checks, one line each (✓, ✗, or ‼ for a warning), with the nodes or
+pods involved and a hint below a failure. -n names the namespace mesh-cni is
+(to be) installed in: default ` + check.DefaultNamespace + `, not the kubeconfig's namespace.
+-o wide also lists the details of the checks that passed. Exit code 0 when
+every check passes, 1 when one fails, 2 for a wrong command line.`,
+		Example: "  mesh-cnictl check\n  mesh-cnictl check --pre -n linkerd-cni -o json",
+		Args:    noArgs,
 	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "mesh-cnictl check: unexpected argument %q\n", fs.Arg(0))
-		return exitUsage
+	out := addOutput(cmd)
+	cmd.Flags().BoolVar(&pre, "pre", pre, "check the cluster before installing")
+	cmd.Flags().BoolVar(&chained, "chained", chained, "the install chains into the primary CNI config; false for the non-chained mode (Multus, OpenShift)")
+	cmd.Flags().DurationVar(&timeout, "timeout", timeout, "limit for each API call")
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		if err := out.validate(); err != nil {
+			return err
+		}
+		namespace := *kube.Namespace
+		if namespace == "" {
+			namespace = check.DefaultNamespace
+		}
+		ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt)
+		defer stop()
+		opts := check.Options{Namespace: namespace, Version: version.Version, Chained: chained, Timeout: timeout}
+		rep := check.Report{Phase: "post", Namespace: namespace, Version: version.Version}
+		checks := check.PostChecks()
+		if pre {
+			rep.Phase, checks = "pre", check.PreChecks()
+		}
+		client, err := newClient(kube, timeout)
+		if err != nil {
+			rep.Checks = []check.Result{{Name: "kubeconfig loaded", Status: check.Fail, Message: err.Error(),
+				Hint: "pass --kubeconfig, set $KUBECONFIG, or check ~/.kube/config"}}
+		} else {
+			rep.Checks = check.Run(ctx, check.NewCluster(client, opts), checks)
+		}
+		rep.OK = check.Failed(rep.Checks) == 0
+		w := cmd.OutOrStdout()
+		switch text, wide := out.text(); {
+		case wide:
+			err = check.WriteWide(w, rep)
+		case text:
+			err = check.WriteText(w, rep)
+		default:
+			if rep.Checks == nil {
+				rep.Checks = []check.Result{}
+			}
+			err = out.print(w, "CheckReport", rep)
+		}
+		if err != nil {
+			return err
+		}
+		if !rep.OK {
+			return errFailed
+		}
+		return nil
 	}
-	if output != "text" && output != "json" {
-		fmt.Fprintf(stderr, "mesh-cnictl check: -o must be text or json, not %q\n", output)
-		return exitUsage
-	}
-
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	defer stop()
-	opts := check.Options{Namespace: namespace, Version: version.Version, Chained: *chained, Timeout: *timeout}
-	rep := check.Report{Phase: "post", Namespace: namespace, Version: version.Version}
-	checks := check.PostChecks()
-	if *pre {
-		rep.Phase, checks = "pre", check.PreChecks()
-	}
-	client, err := newClient(*kubeconfig, *kubeCtx, *timeout)
-	if err != nil {
-		rep.Checks = []check.Result{{Name: "kubeconfig loaded", Status: check.Fail, Message: err.Error(),
-			Hint: "pass --kubeconfig, set $KUBECONFIG, or check ~/.kube/config"}}
-	} else {
-		rep.Checks = check.Run(ctx, check.NewCluster(client, opts), checks)
-	}
-	rep.OK = check.Failed(rep.Checks) == 0
-	write := check.WriteText
-	if output == "json" {
-		write = check.WriteJSON
-	}
-	if err := write(stdout, rep); err != nil {
-		fmt.Fprintln(stderr, "mesh-cnictl check:", err)
-		return exitFailed
-	}
-	if !rep.OK {
-		return exitFailed
-	}
-	return 0
+	return cmd
 }
 
-// newClient loads the kubeconfig the way kubectl does.
-func newClient(path, context string, timeout time.Duration) (kubernetes.Interface, error) {
-	rules := clientcmd.NewDefaultClientConfigLoadingRules()
-	if path != "" {
-		rules.ExplicitPath = path
-	}
-	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules,
-		&clientcmd.ConfigOverrides{CurrentContext: context}).ClientConfig()
+// newClient loads the kubeconfig the way kubectl does, with the kube
+// flags; timeout bounds each call unless --request-timeout says otherwise.
+func newClient(kube *genericclioptions.ConfigFlags, timeout time.Duration) (kubernetes.Interface, error) {
+	cfg, err := kube.ToRESTConfig()
 	if err != nil {
 		return nil, fmt.Errorf("load kubeconfig: %w", err)
 	}
-	cfg.Timeout = timeout
+	cfg = rest.CopyConfig(cfg)
+	if cfg.Timeout == 0 {
+		cfg.Timeout = timeout
+	}
 	cfg.UserAgent = "mesh-cnictl/" + version.Version
 	return kubernetes.NewForConfig(cfg)
 }

@@ -1,52 +1,111 @@
 // Command mesh-cnictl checks a cluster before and after mesh-cni is
 // installed, and explains what the plugin does for a pod. It is a separate
 // binary so the plugin itself stays small and free of client-go.
+//
+// The same binary is the kubectl plugin kubectl-mesh_cni ("kubectl
+// mesh-cni"): it is built on cobra and k8s.io/cli-runtime, as kubectl and
+// its plugins are, so the kube flags (--kubeconfig, --context, -n, --as,
+// ...) and the -o formats mean what they mean to kubectl. The name it is
+// run under changes only how its help names it.
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
+	"strings"
 
-	"github.com/mesh-cni/mesh-cni/pkg/version"
+	"github.com/spf13/cobra"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
 )
 
-// Exit codes: 1 a check failed, 2 the command line is wrong.
+// Exit codes: 1 a check failed (or the cluster could not be read), 2 the
+// command line is wrong.
 const (
 	exitFailed = 1
 	exitUsage  = 2
 )
 
-const usage = `mesh-cnictl: check and explain mesh-cni
+// progName is the name the binary runs under.
+var progName = "mesh-cnictl"
 
-Usage:
-  mesh-cnictl check [--pre] [-n namespace] [-o text|json] [--kubeconfig file] [--context name] [--chained=false]
-  mesh-cnictl explain ...   what ADD would do for a pod (mesh-cnictl explain -h)
-  mesh-cnictl version
-`
+// PluginName is the kubectl plugin's executable name: kubectl runs it for
+// "kubectl mesh-cni" (a dash in a plugin's command is an underscore in
+// its file name).
+const PluginName = "kubectl-mesh_cni"
 
 func main() {
+	if len(os.Args) > 0 {
+		progName = filepath.Base(os.Args[0])
+	}
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
+// usageError is a wrong command line: exit 2 with the usage.
+type usageError struct{ error }
+
+func usagef(format string, a ...any) error { return usageError{fmt.Errorf(format, a...)} }
+
+// failed is a run that printed its verdict and only needs exit 1.
+var errFailed = errors.New("failed")
+
 func run(args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 {
-		fmt.Fprint(stderr, usage)
+	root := newRoot(stdout, stderr)
+	root.SetArgs(args)
+	cmd, err := root.ExecuteC()
+	if err == nil {
+		return 0
+	}
+	if errors.Is(err, errFailed) {
+		return exitFailed
+	}
+	var ue usageError
+	if errors.As(err, &ue) || strings.HasPrefix(err.Error(), "unknown command") {
+		fmt.Fprintf(stderr, "%s: %v\n\n", root.Name(), err)
+		cmd.SetOut(stderr)
+		cmd.Usage()
 		return exitUsage
 	}
-	switch args[0] {
-	case "check":
-		return runCheck(args[1:], stdout, stderr)
-	case "explain":
-		return runExplain(args[1:], stdout, stderr)
-	case "version", "--version":
-		fmt.Fprintln(stdout, "mesh-cnictl "+version.String())
-		return 0
-	case "help", "-h", "--help":
-		fmt.Fprint(stdout, usage)
-		return 0
-	default:
-		fmt.Fprintf(stderr, "mesh-cnictl: unknown command %q\n\n%s", args[0], usage)
-		return exitUsage
+	fmt.Fprintf(stderr, "%s: %v\n", root.Name(), err)
+	return exitFailed
+}
+
+// newRoot builds the command tree; each run builds its own, so nothing is
+// shared between runs (the tests run many in one process).
+func newRoot(stdout, stderr io.Writer) *cobra.Command {
+	name, display := "mesh-cnictl", "mesh-cnictl"
+	if strings.HasPrefix(progName, "kubectl-") {
+		name, display = PluginName, "kubectl mesh-cni"
 	}
+	kube := genericclioptions.NewConfigFlags(true)
+	root := &cobra.Command{
+		Use:   name,
+		Short: "Check and explain mesh-cni",
+		Long: display + ` checks a cluster before and after mesh-cni is installed, explains what
+the plugin does for a pod (from a manifest, or a live pod and the chain
+entry the agent on its node runs), and prints the client's and the
+agents' versions.`,
+		Annotations:   map[string]string{cobra.CommandDisplayNameAnnotation: display},
+		SilenceErrors: true,
+		SilenceUsage:  true,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return usagef("a command is needed")
+		},
+	}
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+	kube.AddFlags(root.PersistentFlags())
+	root.AddCommand(newCheck(kube), newExplain(kube), newVersion(kube))
+	return root
+}
+
+// noArgs refuses positional arguments as a usage error.
+func noArgs(_ *cobra.Command, args []string) error {
+	if len(args) > 0 {
+		return usagef("unexpected argument %q", args[0])
+	}
+	return nil
 }

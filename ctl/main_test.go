@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"sigs.k8s.io/yaml"
+
 	"github.com/mesh-cni/mesh-cni/pkg/check"
 	"github.com/mesh-cni/mesh-cni/pkg/testenv"
 	"github.com/mesh-cni/mesh-cni/pkg/version"
@@ -21,11 +23,19 @@ func TestUsage(t *testing.T) {
 	}{
 		{nil, exitUsage, "Usage:"},
 		{[]string{"frobnicate"}, exitUsage, `unknown command "frobnicate"`},
-		{[]string{"check", "-o", "yaml"}, exitUsage, `-o must be text or json, not "yaml"`},
-		{[]string{"check", "--no-such-flag"}, exitUsage, "flag provided but not defined: -no-such-flag"},
+		{[]string{"check", "-o", "xml"}, exitUsage, "-o xml: want text, wide, json, yaml"},
+		{[]string{"check", "-o", "name"}, exitUsage, "-o name: want text"},
+		{[]string{"check", "-o", "go-template={{.ok}}"}, exitUsage, "want text, wide, json, yaml, jsonpath"},
+		{[]string{"check", "--no-such-flag"}, exitUsage, "unknown flag: --no-such-flag"},
 		{[]string{"check", "extra"}, exitUsage, `unexpected argument "extra"`},
 		{[]string{"explain", "--format", "xml"}, exitUsage, `--format "xml"`},
-		{[]string{"version"}, 0, ""},
+		{[]string{"explain", "--profile", "istio", "--config", "x"}, exitUsage, "exclude each other"},
+		{[]string{"explain", "--annotation", "novalue"}, exitUsage, "KEY=VALUE"},
+		{[]string{"explain", "a", "b"}, exitUsage, `unexpected argument "b"`},
+		{[]string{"explain", "--pod", "pod.yaml", "web-0"}, exitUsage, "--pod and a pod name exclude each other"},
+		{[]string{"explain", "-n", "a", "b/web-0"}, exitUsage, "names namespace b, -n names a"},
+		{[]string{"version", "--client"}, 0, ""},
+		{[]string{"version", "--client", "-o", "xml"}, exitUsage, "-o xml"},
 	}
 	for _, tc := range tests {
 		var out, errb bytes.Buffer
@@ -73,6 +83,26 @@ func TestCheckAgainstAPIServer(t *testing.T) {
 	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
 		t.Fatalf("not JSON: %v\n%s", err, out.String())
 	}
+	var typed struct{ APIVersion, Kind string }
+	if json.Unmarshal(out.Bytes(), &typed); typed.Kind != "CheckReport" || typed.APIVersion != apiVersion {
+		t.Errorf("-o json: kind %q apiVersion %q", typed.Kind, typed.APIVersion)
+	}
+	// -o yaml: the same report.
+	var yout bytes.Buffer
+	if code := run([]string{"check", "--pre", "-n", ns, "-o", "yaml", "--kubeconfig", env.Kubeconfig}, &yout, &errb); code != exitFailed {
+		t.Fatalf("-o yaml: exit %d, want %d; stderr %s", code, exitFailed, errb.String())
+	}
+	var yrep check.Report
+	if err := yaml.UnmarshalStrict(yout.Bytes(), &struct {
+		APIVersion string `json:"apiVersion"`
+		Kind       string `json:"kind"`
+		*check.Report
+	}{Report: &yrep}); err != nil {
+		t.Fatalf("-o yaml does not parse as the report: %v\n%s", err, yout.String())
+	}
+	if !strings.HasPrefix(yout.String(), "apiVersion: "+apiVersion+"\n") || len(yrep.Checks) != len(rep.Checks) || yrep.Phase != "pre" || yrep.Namespace != ns {
+		t.Errorf("-o yaml report %+v:\n%s", yrep, yout.String())
+	}
 	if rep.OK || rep.Phase != "pre" || rep.Namespace != ns || len(rep.Checks) != len(check.PreChecks()) {
 		t.Fatalf("report %+v", rep)
 	}
@@ -110,7 +140,11 @@ func TestVersion(t *testing.T) {
 	defer func(v, c string) { version.Version, version.Commit = v, c }(version.Version, version.Commit)
 	version.Version, version.Commit = "v1.2.3", "feedc0de"
 	var out, errb bytes.Buffer
-	if code := run([]string{"version"}, &out, &errb); code != 0 || out.String() != "mesh-cnictl v1.2.3 (commit feedc0de)\n" {
+	if code := run([]string{"version", "--client"}, &out, &errb); code != 0 || out.String() != "mesh-cnictl v1.2.3 (commit feedc0de)\n" {
 		t.Errorf("version: exit %d, %q (stderr %q)", code, out.String(), errb.String())
+	}
+	out.Reset()
+	if code := run([]string{"version", "--client", "-o", "jsonpath={.kind} {.client.version} {.client.commit}"}, &out, &errb); code != 0 || out.String() != "Version v1.2.3 feedc0de" {
+		t.Errorf("version -o jsonpath: exit %d, %q (stderr %q)", code, out.String(), errb.String())
 	}
 }

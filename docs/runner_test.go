@@ -2,6 +2,7 @@ package docs_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -11,11 +12,16 @@ import (
 	"strings"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/kustomize/api/krusty"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 	"sigs.k8s.io/yaml"
 
 	"github.com/mesh-cni/mesh-cni/pkg/check"
+	"github.com/mesh-cni/mesh-cni/pkg/config"
 	"github.com/mesh-cni/mesh-cni/pkg/doctest"
 	"github.com/mesh-cni/mesh-cni/pkg/node"
 	"github.com/mesh-cni/mesh-cni/pkg/testenv"
@@ -30,7 +36,9 @@ type obj struct {
 
 type runner struct {
 	root, work                string // the checkout; the current block's dir
-	helm, ctl                 string // binaries
+	helm, ctl, plugin         string // binaries; plugin is ctl as kubectl-mesh_cni
+	env                       *testenv.Env
+	livePod                   bool // the example pod and its node are in env
 	kubeconfig, version       string
 	metricsPort, probePort    string
 	objects                   []obj
@@ -54,10 +62,15 @@ func newRunner(t *testing.T) *runner {
 		root:        root,
 		helm:        helmBinary(t, root),
 		ctl:         goBuild(t, root, bin, "mesh-cnictl", "./ctl"),
+		plugin:      filepath.Join(bin, "kubectl-mesh_cni"),
+		env:         env,
 		kubeconfig:  env.Kubeconfig,
 		version:     strings.TrimSpace(string(v)),
 		releases:    map[string]string{},
 		kubeVersion: strings.TrimPrefix(testenv.KubernetesVersion, "v"),
+	}
+	if err := os.Symlink(r.ctl, r.plugin); err != nil {
+		t.Fatal(err)
 	}
 	r.imageArchive = "/var/cache/mesh-cni/images/mesh-cni-" + r.version + ".tar"
 	var values struct {
@@ -139,7 +152,7 @@ func (r *runner) command(t *testing.T, c doctest.Command) {
 		case "kubectl":
 			r.kubectl(t, argv[1:], c.Redirect)
 		case "mesh-cnictl":
-			r.meshCNICtl(t, argv)
+			r.meshCNICtl(t, r.ctl, argv)
 		case "mesh-cni":
 			// The plugin binary has no explain; only mesh-cnictl does.
 			r.errorf(t, "%s: the plugin binary only knows \"version\"; show mesh-cnictl explain instead", strings.Join(argv, " "))
@@ -367,6 +380,11 @@ var kubectlFlags = map[string]bool{
 var kinds = map[string]string{"daemonset": "DaemonSet", "ds": "DaemonSet", "configmap": "ConfigMap", "cm": "ConfigMap"}
 
 func (r *runner) kubectl(t *testing.T, args []string, redirect string) {
+	if len(args) > 0 && args[0] == "mesh-cni" {
+		// The plugin: kubectl runs kubectl-mesh_cni with the rest.
+		r.meshCNICtl(t, r.plugin, append([]string{"kubectl mesh-cni"}, args[1:]...))
+		return
+	}
 	flags := map[string]string{}
 	var pos []string
 	for i := 0; i < len(args); i++ {
@@ -545,26 +563,93 @@ status:
     - ip: 10.244.1.7
 `
 
-func (r *runner) meshCNICtl(t *testing.T, argv []string) {
+func (r *runner) meshCNICtl(t *testing.T, bin string, argv []string) {
 	if len(argv) < 2 {
-		r.errorf(t, "mesh-cnictl without a command")
+		r.errorf(t, "%s without a command", argv[0])
 		return
 	}
 	switch argv[1] {
 	case "explain":
-		r.explain(t, r.ctl, argv)
+		if pod := explainPod(argv[2:]); pod != "" {
+			r.ensureLivePod(t)
+			r.explain(t, bin, append(argv, "--kubeconfig", r.kubeconfig))
+			return
+		}
+		r.explain(t, bin, argv)
 	case "check":
-		out, errs, code := r.run(t, r.ctl, append(argv[1:], "--kubeconfig", r.kubeconfig)...)
+		out, errs, code := r.run(t, bin, append(argv[1:], "--kubeconfig", r.kubeconfig)...)
 		reached := strings.Contains(out, "✓ API server reachable")
 		var rep check.Report
 		if json.Unmarshal([]byte(out), &rep) == nil && len(rep.Checks) > 0 {
 			reached = rep.Checks[0].Name == "API server reachable" && rep.Checks[0].Status == check.OK
 		}
 		if code != 0 && code != 1 || !reached {
-			r.errorf(t, "mesh-cnictl check exited %d against the test API server:\n%s%s", code, out, errs)
+			r.errorf(t, "%s check exited %d against the test API server:\n%s%s", argv[0], code, out, errs)
+		}
+	case "version":
+		out, errs, code := r.run(t, bin, append(argv[1:], "--kubeconfig", r.kubeconfig)...)
+		if code != 0 || !strings.Contains(out, " "+r.version+" ") {
+			r.errorf(t, "%s version exited %d:\n%s%s", argv[0], code, out, errs)
+		}
+	case "completion":
+		if out, errs, code := r.run(t, bin, argv[1:]...); code != 0 || out == "" {
+			r.errorf(t, "%s completion exited %d:\n%s", argv[0], code, errs)
 		}
 	default:
-		r.errorf(t, "mesh-cnictl %s: no check for it", argv[1])
+		r.errorf(t, "%s %s: no check for it", argv[0], argv[1])
+	}
+}
+
+// explainPod is the pod argument of explain's args ("" for none).
+func explainPod(args []string) string {
+	valued := map[string]bool{"-n": true, "--namespace": true, "--config": true, "--pod": true, "--profile": true, "--mesh-config": true,
+		"--annotation": true, "--label": true, "--family": true, "--format": true, "-o": true, "--output": true}
+	for i := 0; i < len(args); i++ {
+		switch a := args[i]; {
+		case valued[a]:
+			i++
+		case !strings.HasPrefix(a, "-"):
+			return a
+		}
+	}
+	return ""
+}
+
+// ensureLivePod stands in for the cluster the docs explain a pod of: the
+// example pod shop/web-0 on node worker-3, whose agent published its
+// status with the chain entry.
+func (r *runner) ensureLivePod(t *testing.T) {
+	if r.livePod {
+		return
+	}
+	r.livePod = true
+	ctx := context.Background()
+	c := r.env.Client
+	if _, err := c.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "shop"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.CoreV1().ServiceAccounts("shop").Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default"}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	r.env.Node(t, "worker-3")
+	entry, err := config.Load([]byte(`{"type":"mesh-cni"}`), config.HostPaths{Kubeconfig: node.DefaultKubeconfig})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var compact bytes.Buffer
+	json.Compact(&compact, entry)
+	st, _ := json.Marshal(check.AgentStatus{Marker: node.Marker{Version: r.version}, Ready: true, Entry: compact.Bytes()})
+	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{check.StatusAnnotation: string(st)}}})
+	if _, err := c.CoreV1().Nodes().Patch(ctx, "worker-3", types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var pod corev1.Pod
+	if err := yaml.Unmarshal([]byte(examplePod), &pod); err != nil {
+		t.Fatal(err)
+	}
+	pod.Spec.NodeName = "worker-3"
+	if _, err := c.CoreV1().Pods("shop").Create(ctx, &pod, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -574,7 +659,7 @@ func (r *runner) explain(t *testing.T, bin string, argv []string) {
 		return
 	}
 	out, errs, code := r.run(t, bin, argv[1:]...)
-	if code != 0 || !strings.Contains(out, "decision: ") {
+	if code != 0 || !strings.Contains(out, "decision: ") && !strings.Contains(out, `"decision"`) {
 		r.errorf(t, "%s exited %d:\n%s%s", strings.Join(argv, " "), code, out, errs)
 	}
 }

@@ -16,6 +16,9 @@
 #    changed) pushed to oci://REGISTRY/charts;
 #  - cosign signatures on the index and the chart (COSIGN_KEY, or a key pair
 #    made in OUT/cosign with an empty password when unset);
+#  - the kubectl plugin: per platform a tarball of the CLI as
+#    kubectl-mesh_cni, and the krew manifest naming them (OUT/krew/,
+#    hack/krew.sh; KREW_URI_BASE is where the tarballs are published);
 #  - OUT/release.env: what was published, by digest.
 #
 # Without REGISTRY a registry is started on 127.0.0.1 for the run, its
@@ -45,7 +48,7 @@ tools=$(bash hack/build-tools.sh crane cosign registry | tail -n1)
 helm=$(bash hack/chart-tools.sh helm | tail -n1)/helm
 crane=$tools/crane
 cosign=$tools/cosign
-rm -rf "$OUT/bin" "$OUT/sbom" "$OUT/chart" "$OUT/layers" "$OUT/release.env.tmp"
+rm -rf "$OUT/bin" "$OUT/sbom" "$OUT/chart" "$OUT/layers" "$OUT/krew" "$OUT/release.env.tmp"
 mkdir -p "$OUT"/{bin,sbom,chart,layers}
 
 # The registry: the given one, or ours for this run.
@@ -113,6 +116,8 @@ for arch in "${ARCHES[@]}"; do
   "$cosign" attest --yes --key "$COSIGN_KEY" --tlog-upload=false --type spdxjson --predicate "$sbom" \
     "$REGISTRY/mesh-cni@$digest" >/dev/null 2>&1 || die "cosign attest of the linux/$arch SBOM failed"
 done
+EPOCH=$epoch bash hack/krew.sh "$VERSION" "$OUT/krew" "$OUT/bin" ${KREW_URI_BASE:+"$KREW_URI_BASE"}
+log "wrote the kubectl plugin's tarballs and krew manifest in $OUT/krew"
 image=$REGISTRY/mesh-cni:$VERSION
 "$crane" index append "${manifests[@]}" -t "$image" >/dev/null
 image_digest=$("$crane" digest "$image")
@@ -148,6 +153,7 @@ log "pushed and signed oci://$REGISTRY/charts/mesh-cni:$chart_version@$chart_dig
   echo "CHART_VERSION=$chart_version"
   echo "CHART_DIGEST=$chart_digest"
   echo "COSIGN_PUB=${COSIGN_KEY%.key}.pub"
+  echo "KREW_MANIFEST=$OUT/krew/mesh-cni.yaml"
 } >"$OUT/release.env"
 rm -f "$OUT/release.env.tmp"
 cat "$OUT/release.env"

@@ -292,6 +292,19 @@ func TestRelease(t *testing.T) {
 		}
 	})
 
+	t.Run("krew manifest with the CLI for both platforms", func(t *testing.T) {
+		if env["KREW_MANIFEST"] != filepath.Join(out, "krew", "mesh-cni.yaml") {
+			t.Errorf("release.env: KREW_MANIFEST=%q", env["KREW_MANIFEST"])
+		}
+		bins := checkKrew(t, filepath.Join(out, "krew"), version, "https://github.com/mesh-cni/mesh-cni/releases/download/"+version)
+		for arch, b := range bins {
+			built, err := os.ReadFile(filepath.Join(out, "bin", "linux-"+arch, "mesh-cnictl"))
+			if err != nil || !bytes.Equal(b, built) {
+				t.Errorf("%s tarball: not the released mesh-cnictl (%v)", arch, err)
+			}
+		}
+	})
+
 	t.Run("binaries stamped for both platforms", func(t *testing.T) {
 		want := map[string]elf.Machine{"amd64": elf.EM_X86_64, "arm64": elf.EM_AARCH64}
 		for arch, m := range want {
@@ -309,6 +322,9 @@ func TestRelease(t *testing.T) {
 		stamp := func(t *testing.T, prefix []string, arch string) {
 			for _, b := range []string{"mesh-cni", "mesh-cni-agent", "mesh-cnictl"} {
 				args := append(append([]string{}, prefix[1:]...), filepath.Join(out, "bin", "linux-"+arch, b), "version")
+				if b == "mesh-cnictl" {
+					args = append(args, "--client") // without it, the agents' too, from a cluster
+				}
 				s, err := run(prefix[0], args...)
 				if want := b + " " + version + " (commit " + commit + ")\n"; err != nil || s != want {
 					t.Errorf("%s %s version: %q %v, want %q", arch, b, s, err, want)

@@ -4,6 +4,7 @@
 package agent
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -29,11 +30,15 @@ import (
 const StatusAnnotation = "mesh-cni.io/agent-status"
 
 // Status is the annotation's JSON: the readiness marker plus whether the
-// agent is ready and, when not, why.
+// agent is ready and, when not, why, and, when ready, the chain entry in
+// force. The entry rides in the annotation the agent already owns (a few
+// hundred bytes, compact): no ConfigMap and no write permission beyond
+// that one annotation on its own Node, and readers need only "get nodes".
 type Status struct {
 	node.Marker
-	Ready  bool   `json:"ready"`
-	Reason string `json:"reason,omitempty"`
+	Ready  bool            `json:"ready"`
+	Reason string          `json:"reason,omitempty"`
+	Entry  json.RawMessage `json:"entry,omitempty"`
 }
 
 // Options wire the agent. Paths are as the agent's container sees them;
@@ -360,8 +365,10 @@ func (a *Agent) update() {
 		st.Binary = a.o.HostPath(a.o.Installer.BinaryPath())
 		st.Conf = a.o.HostPath(a.inst.Conf)
 		st.Kubeconfig = a.o.HostPath(a.o.Kubeconfig)
+		st.Entry = compactJSON(a.inst.Entry)
 	}
-	changed := st.Ready != a.status.Ready || st.Reason != a.status.Reason || st.Conf != a.status.Conf
+	changed := st.Ready != a.status.Ready || st.Reason != a.status.Reason || st.Conf != a.status.Conf ||
+		!bytes.Equal(st.Entry, a.status.Entry)
 	if changed {
 		st.Time = time.Now().UTC().Truncate(time.Second)
 		if p := a.prev; st.Ready && p != nil && p.Binary == st.Binary && p.Conf == st.Conf && p.Kubeconfig == st.Kubeconfig {
@@ -498,4 +505,13 @@ func (a *Agent) Uninstall() error {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
+}
+
+// compactJSON is b without insignificant space, or nil when b is not JSON.
+func compactJSON(b []byte) json.RawMessage {
+	var out bytes.Buffer
+	if len(b) == 0 || json.Compact(&out, b) != nil {
+		return nil
+	}
+	return out.Bytes()
 }

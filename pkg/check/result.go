@@ -60,8 +60,14 @@ func symbol(s Status) string {
 	}
 }
 
-// WriteText prints one line per check, its details and hint indented below.
-func WriteText(w io.Writer, rep Report) error {
+// WriteText prints one line per check, and below a warning or failure its
+// details and hint, indented.
+func WriteText(w io.Writer, rep Report) error { return writeText(w, rep, false) }
+
+// WriteWide is WriteText with the details of the checks that passed too.
+func WriteWide(w io.Writer, rep Report) error { return writeText(w, rep, true) }
+
+func writeText(w io.Writer, rep Report, wide bool) error {
 	var b strings.Builder
 	for _, r := range rep.Checks {
 		line := symbol(r.Status) + " " + r.Name
@@ -69,7 +75,7 @@ func WriteText(w io.Writer, rep Report) error {
 			line += ": " + r.Message
 		}
 		b.WriteString(line + "\n")
-		if r.Status == OK {
+		if r.Status == OK && !wide {
 			continue
 		}
 		for _, d := range r.Details {

@@ -25,12 +25,18 @@ const (
 
 // AgentStatus is the annotation's JSON: the readiness marker's fields
 // (version, backend, binary, conf, kubeconfig, time) plus whether the agent
-// is ready and, when not, why.
+// is ready and, when not, why, and when ready the chain entry in force
+// (compact JSON, as the plugin reads it).
 type AgentStatus struct {
 	node.Marker
-	Ready  bool   `json:"ready"`
-	Reason string `json:"reason,omitempty"`
+	Ready  bool            `json:"ready"`
+	Reason string          `json:"reason,omitempty"`
+	Entry  json.RawMessage `json:"entry,omitempty"`
 }
+
+// ParseAgentStatus reads a Node's status annotation: nil, nil when the
+// node carries none.
+func ParseAgentStatus(n *corev1.Node) (*AgentStatus, error) { return agentStatus(n) }
 
 // agentStatus returns nil, nil when the node carries no annotation.
 func agentStatus(n *corev1.Node) (*AgentStatus, error) {

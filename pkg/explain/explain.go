@@ -15,6 +15,8 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/spf13/pflag"
+
 	"github.com/mesh-cni/mesh-cni/pkg/config"
 	"github.com/mesh-cni/mesh-cni/pkg/mesh"
 	"github.com/mesh-cni/mesh-cni/pkg/rules"
@@ -39,10 +41,12 @@ Output:
   --format nft|iptables|both       (default both)
 `
 
-type kvFlag map[string]string
+// KV is a repeatable KEY=VALUE flag (stdlib flag and pflag).
+type KV map[string]string
 
-func (kv kvFlag) String() string { return "" }
-func (kv kvFlag) Set(s string) error {
+func (kv KV) String() string { return "" }
+func (kv KV) Type() string   { return "KEY=VALUE" }
+func (kv KV) Set(s string) error {
 	k, v, ok := strings.Cut(s, "=")
 	if !ok || strings.TrimSpace(k) == "" {
 		return fmt.Errorf("%q is not KEY=VALUE", s)
@@ -51,26 +55,66 @@ func (kv kvFlag) Set(s string) error {
 	return nil
 }
 
-type options struct {
-	profile, meshConfig, configPath, podPath, family, format string
-	annotations, labels                                      kvFlag
+// Options are explain's inputs: the flags, or what a caller read from a
+// cluster (PodManifest, Entry).
+type Options struct {
+	Profile, MeshConfig, ConfigPath, PodPath, Family, Format string
+	Annotations, Labels                                      KV
+	// PodManifest is a pod as --pod would read it (YAML or JSON), from
+	// PodSource ("pod shop/web-0"); it replaces PodPath.
+	PodManifest []byte
+	PodSource   string
+	// Entry is the chain entry (compact JSON) from EntrySource, used
+	// when neither ConfigPath nor Profile is given.
+	Entry       []byte
+	EntrySource string
+}
+
+// NewOptions returns the flags' defaults.
+func NewOptions() Options {
+	return Options{Format: "both", Annotations: KV{}, Labels: KV{}}
+}
+
+// AddFlags binds the flags to o; usage strings are those of the usage text.
+func (o *Options) AddFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&o.Profile, "profile", o.Profile, "one profile (linkerd, istio, kuma, consul, custom), with its defaults")
+	fs.StringVar(&o.MeshConfig, "mesh-config", o.MeshConfig, "that profile's settings (a meshes.<name> object, JSON)")
+	fs.StringVar(&o.ConfigPath, "config", o.ConfigPath, "the chain entry (or a conflist holding it); default from the cluster: the entry the agent on the pod's node runs, else the built-in profiles")
+	fs.StringVar(&o.PodPath, "pod", o.PodPath, "a pod or workload manifest, YAML or JSON (kubectl get pod -o yaml; a Deployment etc.: its pod template)")
+	fs.StringVar(&o.Family, "family", o.Family, "the pod's families, ipv4,ipv6 (default: the pod's status.podIPs, else both)")
+	fs.StringVar(&o.Format, "format", o.Format, "rules as nft, iptables or both")
+	fs.Var(o.Annotations, "annotation", "a pod annotation KEY=VALUE (repeatable; over the pod's)")
+	fs.Var(o.Labels, "label", "a pod label KEY=VALUE (repeatable; over the pod's)")
+}
+
+// Validate reports a wrong combination of flags (a usage error).
+func (o Options) Validate() error {
+	switch {
+	case o.Profile != "" && o.ConfigPath != "":
+		return errors.New("--profile and --config exclude each other")
+	case o.MeshConfig != "" && o.Profile == "":
+		return errors.New("--mesh-config needs --profile")
+	case !slices.Contains([]string{"nft", "iptables", "both"}, o.Format):
+		return fmt.Errorf("--format %q: want nft, iptables or both", o.Format)
+	}
+	return nil
 }
 
 // Run is the CLI. Exit codes: 0 done (whatever the decision), 1 the input
 // is invalid (the error ADD would fail with), 2 usage.
 func Run(args []string, stdout, stderr io.Writer) int {
-	o := options{annotations: kvFlag{}, labels: kvFlag{}}
+	o := NewOptions()
 	fs := flag.NewFlagSet("mesh-cnictl explain", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() { fmt.Fprint(stderr, usage) }
-	fs.StringVar(&o.profile, "profile", "", "")
-	fs.StringVar(&o.meshConfig, "mesh-config", "", "")
-	fs.StringVar(&o.configPath, "config", "", "")
-	fs.StringVar(&o.podPath, "pod", "", "")
-	fs.StringVar(&o.family, "family", "", "")
-	fs.StringVar(&o.format, "format", "both", "")
-	fs.Var(o.annotations, "annotation", "")
-	fs.Var(o.labels, "label", "")
+	fs.StringVar(&o.Profile, "profile", "", "")
+	fs.StringVar(&o.MeshConfig, "mesh-config", "", "")
+	fs.StringVar(&o.ConfigPath, "config", "", "")
+	fs.StringVar(&o.PodPath, "pod", "", "")
+	fs.StringVar(&o.Family, "family", "", "")
+	fs.StringVar(&o.Format, "format", "both", "")
+	fs.Var(o.Annotations, "annotation", "")
+	fs.Var(o.Labels, "label", "")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -81,21 +125,33 @@ func Run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "mesh-cnictl explain: %s\n%s", msg, usage)
 		return 2
 	}
-	switch {
-	case fs.NArg() > 0:
+	if fs.NArg() > 0 {
 		return usageErr(fmt.Sprintf("unexpected argument %q", fs.Arg(0)))
-	case o.profile != "" && o.configPath != "":
-		return usageErr("--profile and --config exclude each other")
-	case o.meshConfig != "" && o.profile == "":
-		return usageErr("--mesh-config needs --profile")
-	case !slices.Contains([]string{"nft", "iptables", "both"}, o.format):
-		return usageErr(fmt.Sprintf("--format %q: want nft, iptables or both", o.format))
 	}
-	if err := explain(o, stdout); err != nil {
+	if err := o.Validate(); err != nil {
+		return usageErr(err.Error())
+	}
+	if _, err := Explain(o, stdout); err != nil {
 		fmt.Fprintf(stderr, "mesh-cnictl explain: %v\n", err)
 		return 1
 	}
 	return 0
+}
+
+// Result is what explain decided, for -o json and yaml.
+type Result struct {
+	Pod      string   `json:"pod,omitempty"`
+	Entry    string   `json:"entry,omitempty"` // where the chain entry came from
+	Decision string   `json:"decision"`        // redirect or skip
+	Mesh     string   `json:"mesh,omitempty"`
+	Reason   string   `json:"reason,omitempty"`
+	Notes    []string `json:"notes,omitempty"`
+	Families []string `json:"families,omitempty"`
+	// The rules as "nft -f" input, and "iptables-restore --noflush" input
+	// per program (iptables, ip6tables); Commands run besides them.
+	Nft      string            `json:"nft,omitempty"`
+	Iptables map[string]string `json:"iptables,omitempty"`
+	Commands []string          `json:"commands,omitempty"`
 }
 
 // settings is what the chain entry contributes.
@@ -107,31 +163,37 @@ type settings struct {
 	ipv6        bool
 }
 
-func loadSettings(o options) (settings, error) {
+func loadSettings(o Options) (settings, error) {
 	s := settings{ipv6: true}
 	switch {
-	case o.configPath != "":
-		conf, err := readChainEntry(o.configPath)
+	case o.ConfigPath != "" || (o.Profile == "" && len(o.Entry) > 0):
+		var conf *config.NetConf
+		var err error
+		if o.ConfigPath != "" {
+			conf, err = readChainEntry(o.ConfigPath)
+		} else if conf, err = config.Parse(o.Entry); err != nil {
+			err = fmt.Errorf("%s: %w", o.EntrySource, err)
+		}
 		if err != nil {
 			return s, err
 		}
 		s.meshes, s.excludeNS = conf.Meshes, conf.ExcludeNamespaces
 		s.agentNS, s.agentPrefix = conf.AgentNamespace, conf.AgentPodPrefix
 		s.ipv6 = conf.IPv6 == nil || *conf.IPv6
-	case o.profile != "":
-		if _, err := mesh.Defaults(o.profile); err != nil {
+	case o.Profile != "":
+		if _, err := mesh.Defaults(o.Profile); err != nil {
 			return s, err
 		}
 		var c mesh.Config
-		if o.meshConfig != "" {
-			dec := json.NewDecoder(strings.NewReader(o.meshConfig))
+		if o.MeshConfig != "" {
+			dec := json.NewDecoder(strings.NewReader(o.MeshConfig))
 			dec.DisallowUnknownFields()
 			if err := dec.Decode(&c); err != nil {
 				return s, fmt.Errorf("--mesh-config: %w", err)
 			}
 		}
 		c.Enabled = ptr(true)
-		s.meshes = map[string]mesh.Config{o.profile: c}
+		s.meshes = map[string]mesh.Config{o.Profile: c}
 	default:
 		s.meshes = mesh.Sidecars()
 	}
@@ -174,30 +236,51 @@ func readChainEntry(path string) (*config.NetConf, error) {
 	return conf, nil
 }
 
-func explain(o options, w io.Writer) error {
+// Explain writes what ADD would decide for the pod and the rules it would
+// write to w, and returns the same as a Result.
+func Explain(o Options, w io.Writer) (*Result, error) {
 	set, err := loadSettings(o)
 	if err != nil {
-		return err
+		return nil, err
+	}
+	res := &Result{Entry: o.EntrySource}
+	switch {
+	case o.ConfigPath != "":
+		res.Entry = o.ConfigPath
+	case o.Profile != "":
+		res.Entry = "profile " + o.Profile
+	case len(o.Entry) == 0:
+		res.Entry = "built-in profiles"
+	}
+	note := func(format string, a ...any) {
+		n := fmt.Sprintf(format, a...)
+		res.Notes = append(res.Notes, n)
+		fmt.Fprintln(w, "note: "+n)
 	}
 	pod := mesh.Pod{Annotations: map[string]string{}}
 	var fams []rules.Family
-	if o.podPath != "" {
-		if pod, fams, err = readPod(o.podPath); err != nil {
-			return err
+	switch {
+	case o.PodManifest != nil:
+		if pod, fams, err = parsePod(o.PodManifest, o.PodSource); err != nil {
+			return nil, err
+		}
+	case o.PodPath != "":
+		if pod, fams, err = readPod(o.PodPath); err != nil {
+			return nil, err
 		}
 	}
-	for k, v := range o.annotations {
+	for k, v := range o.Annotations {
 		pod.Annotations[k] = v
 	}
-	if len(o.labels) > 0 && pod.Labels == nil {
+	if len(o.Labels) > 0 && pod.Labels == nil {
 		pod.Labels = map[string]string{}
 	}
-	for k, v := range o.labels {
+	for k, v := range o.Labels {
 		pod.Labels[k] = v
 	}
-	if o.family != "" {
-		if fams, err = parseFamilies(o.family); err != nil {
-			return err
+	if o.Family != "" {
+		if fams, err = parseFamilies(o.Family); err != nil {
+			return nil, err
 		}
 	}
 	if len(fams) == 0 {
@@ -205,17 +288,19 @@ func explain(o options, w io.Writer) error {
 	}
 	if !set.ipv6 {
 		fams = slices.DeleteFunc(slices.Clone(fams), func(f rules.Family) bool { return f == rules.IPv6 })
-		fmt.Fprintln(w, "note: the chain entry has \"ipv6\": false, IPv6 is not programmed")
+		note("the chain entry has \"ipv6\": false, IPv6 is not programmed")
 		if len(fams) == 0 {
-			return errors.New("the pod has only IPv6 and the chain entry has \"ipv6\": false")
+			return nil, errors.New("the pod has only IPv6 and the chain entry has \"ipv6\": false")
 		}
 	}
 	if pod.Name != "" {
+		res.Pod = pod.Namespace + "/" + pod.Name
 		fmt.Fprintf(w, "pod: %s/%s\n", pod.Namespace, pod.Name)
 	}
 	if set.excluded(pod) {
+		res.Decision, res.Reason = "skip", mesh.ReasonExcluded
 		fmt.Fprintf(w, "decision: skip (%s): namespace or agent pod excluded by the chain entry; ADD changes nothing\n", mesh.ReasonExcluded)
-		return nil
+		return res, nil
 	}
 
 	// As ADD does: the annotations first (what the runtime passes), the
@@ -224,7 +309,7 @@ func explain(o options, w io.Writer) error {
 	first.SpecKnown, first.Containers, first.InitContainers, first.Labels = false, nil, nil, nil
 	d, err := mesh.Decide(set.meshes, first, fams)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if d.NeedSpec {
 		fmt.Fprintf(w, "annotations alone: cannot decide (%s%s); ADD looks the pod up\n", d.Reason, meshSuffix(d.Mesh))
@@ -232,49 +317,62 @@ func explain(o options, w io.Writer) error {
 			// Show what ADD applies if the lookup confirms the sidecar,
 			// with the profile's identity (the spec may change it).
 			sidecar := set.meshes[d.Mesh].WithDefaults(d.Mesh).Sidecar
+			res.Notes = append(res.Notes, fmt.Sprintf("needs the pod spec; assumed it runs %s in CNI mode", sidecar))
 			fmt.Fprintf(w, "decision: needs the pod spec (pass --pod); assuming it runs %s in CNI mode:\n", sidecar)
 			pod.SpecKnown, pod.Containers = true, []mesh.Container{{Name: sidecar}}
 		}
 		if d, err = mesh.Decide(set.meshes, pod, fams); err != nil {
-			return err
+			return nil, err
 		}
 	}
+	res.Mesh, res.Reason = d.Mesh, d.Reason
 	if !d.Meshed {
+		res.Decision = "skip"
 		fmt.Fprintf(w, "decision: skip (%s%s); ADD changes nothing\n", d.Reason, meshSuffix(d.Mesh))
-		return nil
+		return res, nil
 	}
+	res.Decision = "redirect"
 	fmt.Fprintf(w, "decision: redirect (mesh %s)\n", d.Mesh)
 	for _, n := range d.Notes {
-		fmt.Fprintf(w, "note: %s\n", n)
+		note("%s", n)
 	}
-	if d.Mesh == mesh.Kuma && o.family == "" && set.ipv6 {
+	if d.Mesh == mesh.Kuma && o.Family == "" && set.ipv6 {
 		// ADD decides as kuma-cni does, from the netns: any IPv6 address,
 		// link-local included, means IPv6, which a pod with eth0 nearly
 		// always has.
 		d.Spec.Families = mesh.KumaFamilies([]netip.Addr{netip.MustParseAddr("fe80::1")})
-		fmt.Fprintln(w, "note: kuma: ADD redirects IPv6 whenever the pod has any IPv6 address, link-local included (shown: with one; --family ipv4 for a pod without)")
+		note("kuma: ADD redirects IPv6 whenever the pod has any IPv6 address, link-local included (shown: with one; --family ipv4 for a pod without)")
+	}
+	for _, f := range d.Spec.Families {
+		res.Families = append(res.Families, f.String())
 	}
 	writeSpec(w, *d.Spec)
 	rs := rules.Generate(*d.Spec)
-	if o.format != "iptables" {
-		fmt.Fprintf(w, "\n# nft -f -\n%s", rules.Nft(rs))
+	if o.Format != "iptables" {
+		res.Nft = rules.Nft(rs)
+		fmt.Fprintf(w, "\n# nft -f -\n%s", res.Nft)
 	}
-	if o.format != "nft" {
+	if o.Format != "nft" {
+		res.Iptables = map[string]string{}
 		for _, f := range rs.Families {
 			prog := "iptables"
 			if f == rules.IPv6 {
 				prog = "ip6tables"
 			}
-			fmt.Fprintf(w, "\n# %s-restore --noflush\n%s", prog, rules.IptablesRestore(rs, f))
+			res.Iptables[prog] = rules.IptablesRestore(rs, f)
+			fmt.Fprintf(w, "\n# %s-restore --noflush\n%s", prog, res.Iptables[prog])
 		}
 	}
 	for _, pr := range rs.PolicyRoutes {
-		fmt.Fprintf(w, "\n# policy routing, per family\nip rule add fwmark %d lookup %d\nip route add local default dev lo table %d\n", pr.Mark, pr.Table, pr.Table)
+		cmds := []string{fmt.Sprintf("ip rule add fwmark %d lookup %d", pr.Mark, pr.Table), fmt.Sprintf("ip route add local default dev lo table %d", pr.Table)}
+		res.Commands = append(res.Commands, cmds...)
+		fmt.Fprintf(w, "\n# policy routing, per family\n%s\n", strings.Join(cmds, "\n"))
 	}
 	for _, a := range rs.LoopbackAddrs {
+		res.Commands = append(res.Commands, fmt.Sprintf("ip addr add %s dev lo", a))
 		fmt.Fprintf(w, "\n# before the rules\nip addr add %s dev lo\n", a)
 	}
-	return nil
+	return res, nil
 }
 
 func (s settings) excluded(pod mesh.Pod) bool {

@@ -43,6 +43,11 @@ func readPod(path string) (mesh.Pod, []rules.Family, error) {
 	if err != nil {
 		return mesh.Pod{}, nil, err
 	}
+	return parsePod(b, path)
+}
+
+// parsePod is readPod on the manifest's bytes; path names it in errors.
+func parsePod(b []byte, path string) (mesh.Pod, []rules.Family, error) {
 	var m manifest
 	if err := yaml.Unmarshal(b, &m); err != nil {
 		return mesh.Pod{}, nil, fmt.Errorf("%s: not a pod manifest: %w", path, err)

@@ -29,6 +29,10 @@ type State struct {
 	// often that another component keeps removing our entry: what the
 	// operator should look at.
 	Fight string
+	// Entry is the chain entry this pass put in force (nil when Err is
+	// set): what the runtime hands the plugin, published on the Node so
+	// the CLI can show what ADD does there.
+	Entry []byte
 }
 
 // WatchOptions tune the loop; zero values take the defaults.
@@ -179,6 +183,9 @@ func (in *Installer) install() State {
 	}
 	st.Result, st.Err = in.Reconcile()
 	st.Stage = "config"
+	if st.Err == nil {
+		st.Entry = in.cfg.Entry
+	}
 	return st
 }
 
