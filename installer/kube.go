@@ -16,7 +16,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/kubernetes/scheme"
 	appsv1client "k8s.io/client-go/kubernetes/typed/apps/v1"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	eventsv1client "k8s.io/client-go/kubernetes/typed/events/v1"
@@ -269,7 +268,7 @@ func decide(err error, seenDeleted bool, ds string) (bool, string) {
 }
 
 // EventComponent is the reporting controller of the agent's Events.
-const EventComponent = "mesh-cni-agent"
+const EventComponent = agent.EventComponent
 
 // maxNote is what events.k8s.io/v1 accepts in an Event's note (1 kB).
 const maxNote = 1024
@@ -293,15 +292,11 @@ func eventRecorder(ctx context.Context, client *clients, nodeName string) *recor
 	if client == nil || nodeName == "" {
 		return nil
 	}
-	b := events.NewBroadcaster(&events.EventSinkImpl{Interface: client.events})
-	if err := b.StartRecordingToSinkWithContext(ctx); err != nil {
+	rec, err := agent.NewEventRecorder(ctx, client.events, nodeName)
+	if err != nil {
 		return nil // only a broadcaster already shut down fails here
 	}
-	go func() {
-		<-ctx.Done()
-		b.Shutdown()
-	}()
-	return &recorder{rec: b.NewRecorder(scheme.Scheme, EventComponent), limit: newReasonLimiter(eventBurst, eventEvery)}
+	return &recorder{rec: rec, limit: newReasonLimiter(eventBurst, eventEvery)}
 }
 
 func (r *recorder) event(ref *corev1.ObjectReference, eventType, reason, action, note string) {

@@ -20,6 +20,7 @@ import (
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/record"
 
+	"github.com/mesh-cni/mesh-cni/pkg/agent"
 	"github.com/mesh-cni/mesh-cni/pkg/kubeconfig"
 	"github.com/mesh-cni/mesh-cni/pkg/repair"
 	"github.com/mesh-cni/mesh-cni/pkg/taint"
@@ -258,6 +259,21 @@ func TestPolicyEvents(t *testing.T) {
 		t.Errorf("the agent's recorder: %v", err)
 	}
 	sink.mu.Unlock()
+	// The agent's recorder (events.k8s.io/v1, pkg/agent), as the installer
+	// runs it: about its Node and about a pod.
+	rctx, stopRec := context.WithCancel(ctx)
+	defer stopRec()
+	arec, err := agent.NewEventRecorder(rctx, c.EventsV1(), own)
+	if err != nil {
+		t.Fatal(err)
+	}
+	arec.Eventf(&ref, nil, corev1.EventTypeNormal, "PolicyReady", "Ready", "m")
+	arec.Eventf(&pod, nil, corev1.EventTypeWarning, "PolicyAddFailed", "Add", "m")
+	testenv.EventuallyTrue(t, "the agent's events.k8s.io Events written", func() bool {
+		return countV1Events(env, "default", "PolicyReady") == 1 && countV1Events(env, apps, "PolicyAddFailed") == 1
+	})
+	w.try("events.k8s.io/events", "create", "own Node, reportingController mesh-cni-agent (pkg/agent recorder)", "own", true, nil)
+	w.try("events.k8s.io/events", "create", "pod on its node, reportingController mesh-cni-agent (pkg/agent recorder)", "own", true, nil)
 	w.try("events", "create", "own Node, source mesh-cni-agent (record.EventRecorder)", "own", true, nil)
 	w.try("events", "patch", "count of its Event (record.EventRecorder)", "own", true, nil)
 	w.try("events", "create", "pod in its namespace, source "+repair.EventComponent, "own", true, create(ev(apps, pod, repair.EventComponent, own)))
@@ -342,6 +358,21 @@ func (s *errSink) Patch(e *corev1.Event, p []byte) (*corev1.Event, error) {
 	r, err := s.EventSinkImpl.Patch(e, p)
 	s.note(err)
 	return r, err
+}
+
+// countV1Events counts the events.k8s.io Events of a reason in ns.
+func countV1Events(env *testenv.Env, ns, reason string) int {
+	l, err := env.Client.EventsV1().Events(ns).List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		return 0
+	}
+	n := 0
+	for _, e := range l.Items {
+		if e.Reason == reason {
+			n++
+		}
+	}
+	return n
 }
 
 func countEvents(env *testenv.Env, ns, reason string) int32 {
