@@ -29,7 +29,7 @@ type Config struct {
 	Subdir       bool   // drop <confdir>/<network>/mesh-cni.conf instead of editing the primary
 	// MigrateFrom names another mesh CNI plugin (MigrateSources) whose
 	// entry ours replaces in the same write; "" leaves other entries be.
-	MigrateFrom string
+	MigrateFrom  string
 	StateDir     string // persistent: backups and the install record
 	PluginBinary string // the plugin inside the image
 	// HelperBinary is mesh-cni-podget inside the image, installed beside
