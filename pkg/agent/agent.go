@@ -34,6 +34,9 @@ type Status struct {
 	node.Marker
 	Ready  bool   `json:"ready"`
 	Reason string `json:"reason,omitempty"`
+	// Takeover says how replacing another mesh CNI's entry goes
+	// (migrateFrom): "taking over from istio-cni (...)", then "took over".
+	Takeover string `json:"takeover,omitempty"`
 }
 
 // Options wire the agent. Paths are as the agent's container sees them;
@@ -182,6 +185,10 @@ func (a *Agent) onPass(st install.State) {
 	if st.Rechained {
 		metrics.Rechains.Inc()
 	}
+	if t := st.Takeover; t.From != "" {
+		metrics.TakeoverReplaced.WithLabelValues(t.From).Add(float64(st.Replaced))
+		metrics.Takeover.WithLabelValues(t.From).Set(map[bool]float64{false: 1, true: 0}[t.Done])
+	}
 	switch {
 	case st.Err != nil && !errors.Is(st.Err, install.ErrSettling):
 		a.mu.Lock()
@@ -319,7 +326,7 @@ func (a *Agent) update() {
 	} else if !a.kubeDone {
 		reasons = append(reasons, "kubeconfig not written yet")
 	}
-	st := Status{Ready: len(reasons) == 0, Reason: strings.Join(reasons, "; ")}
+	st := Status{Ready: len(reasons) == 0, Reason: strings.Join(reasons, "; "), Takeover: a.inst.Takeover.String()}
 	st.Marker = node.Marker{
 		Version: a.o.Version,
 		Backend: a.o.Backend,
@@ -390,8 +397,11 @@ func (a *Agent) update() {
 			a.o.Log.Warn("not ready", "reason", st.Reason)
 		}
 	}
+	// A takeover starting or ending is published too; it does not move
+	// the ready time.
+	publish := changed || takeoverPhase(st.Takeover) != takeoverPhase(a.status.Takeover)
 	a.status = st
-	if changed && a.o.Publish != nil {
+	if publish && a.o.Publish != nil {
 		select {
 		case <-a.publishCh:
 		default:
@@ -466,4 +476,13 @@ func (a *Agent) Uninstall() error {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
+}
+
+// takeoverPhase is the part of the takeover line whose change is worth a
+// Node status update: started, done; not every count.
+func takeoverPhase(s string) string {
+	if i := strings.Index(s, " ("); i >= 0 {
+		return s[:i]
+	}
+	return s
 }
