@@ -10,8 +10,8 @@ import (
 	"strings"
 
 	"github.com/mesh-cni/mesh-cni/pkg/agent"
-	"github.com/mesh-cni/mesh-cni/pkg/install"
 	meshconfig "github.com/mesh-cni/mesh-cni/pkg/config"
+	"github.com/mesh-cni/mesh-cni/pkg/install"
 )
 
 type config struct {
