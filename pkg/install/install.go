@@ -79,6 +79,7 @@ type Installer struct {
 	// What the installed binaries looked like after we last checked them,
 	// so a pass does not re-read megabytes when nothing changed.
 	plugin, helper seen
+	shimSeen       seen // the taken-over plugin's name in the bin dir
 }
 
 // seen is an installed file's stamp and its source's, as last copied.

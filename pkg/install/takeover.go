@@ -1,7 +1,13 @@
 package install
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
 	"fmt"
+	"io"
+	"os"
+	"path/filepath"
 	"slices"
 	"time"
 )
@@ -122,4 +128,96 @@ func (k *takeoverTracker) untilDone(now time.Time) time.Duration {
 		last = k.t.Since
 	}
 	return max(last.Add(k.quiet).Sub(now), time.Millisecond)
+}
+
+// shim records the binary placed as the taken-over plugin.
+type shim struct {
+	Name   string `json:"name"`
+	SHA256 string `json:"sha256"`
+}
+
+func fileSHA(path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// ensureShim keeps a DEL-only stand-in for the taken-over plugin in the
+// bin dir once its own binary is gone (its installer deletes it on exit:
+// Istio's Cleanup, cni/pkg/install/install.go:186-194; Linkerd's Remove,
+// internal/cni/remove.go). Pods it set up keep their cached config, which
+// CRI-O replays on DEL; the plugin binary run under that name answers it
+// (plugin/retired.go). A file there that is not ours (their binary, back
+// with their DaemonSet) is left alone.
+func (in *Installer) ensureShim() error {
+	from := in.cfg.MigrateFrom
+	if from == "" {
+		return nil
+	}
+	dst := filepath.Join(in.cfg.BinDir, from)
+	srcSt, _ := stampOf(in.cfg.PluginBinary)
+	dstSt, exists := stampOf(dst)
+	if exists && dstSt == in.shimSeen.dst && srcSt == in.shimSeen.src {
+		return nil
+	}
+	rec, err := in.loadRecord()
+	if err != nil {
+		return err
+	}
+	want, err := fileSHA(in.cfg.PluginBinary)
+	if err != nil {
+		return err
+	}
+	if exists {
+		have, err := fileSHA(dst)
+		if err != nil {
+			return err
+		}
+		ours := rec.Shim != nil && rec.Shim.Name == from && rec.Shim.SHA256 == have
+		if !ours || have == want {
+			if !ours && rec.Shim != nil {
+				rec.Shim = nil // theirs again: nothing of ours to remove
+				if err := in.saveRecord(rec); err != nil {
+					return err
+				}
+			}
+			in.shimSeen = seen{dst: dstSt, src: srcSt}
+			return nil
+		}
+	}
+	// Recorded first: uninstall removes what the record names.
+	rec.Shim = &shim{Name: from, SHA256: want}
+	if err := in.saveRecord(rec); err != nil {
+		return err
+	}
+	if _, err := CopyFileAtomic(in.cfg.PluginBinary, dst, 0o755); err != nil {
+		return fmt.Errorf("place %s: %w", dst, err)
+	}
+	st, _ := stampOf(dst)
+	in.shimSeen = seen{dst: st, src: srcSt}
+	in.log.Info("placed a DEL-only stand-in for the taken-over plugin, for pods it set up", "path", dst)
+	return nil
+}
+
+// removeShim deletes the stand-in if it is still the one we placed.
+func (in *Installer) removeShim(rec *record) error {
+	if rec.Shim == nil {
+		return nil
+	}
+	dst := filepath.Join(in.cfg.BinDir, rec.Shim.Name)
+	have, err := fileSHA(dst)
+	if errors.Is(err, os.ErrNotExist) || (err == nil && have != rec.Shim.SHA256) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	return RemoveFileDurable(dst)
 }

@@ -230,6 +230,11 @@ func (in *Installer) install() State {
 	}
 	st.Result, st.Err = in.Reconcile()
 	st.Stage = "config"
+	if st.Err == nil {
+		if err := in.ensureShim(); err != nil {
+			in.log.Warn("cannot place the DEL-only binary for the taken-over plugin", "from", in.cfg.MigrateFrom, "err", err)
+		}
+	}
 	return st
 }
 
