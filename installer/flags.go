@@ -11,11 +11,13 @@ import (
 
 	"github.com/mesh-cni/mesh-cni/pkg/agent"
 	meshconfig "github.com/mesh-cni/mesh-cni/pkg/config"
+	"github.com/mesh-cni/mesh-cni/pkg/install"
 )
 
 type config struct {
 	cniBinDir, cniConfDir, confFileName string
 	chained, subdirChaining             bool
+	migrateFrom                         string
 	stateDir, hostStateDir              string
 	runDir, hostRunDir                  string
 	pluginConfig, pluginBinary          string
@@ -52,6 +54,7 @@ func newFlagSet(c *config) *flag.FlagSet {
 	fs.StringVar(&c.confFileName, "conf-file-name", "", "primary config file name (empty: pick it as the runtime does)")
 	fs.BoolVar(&c.chained, "chained", true, "chain into the primary config; false writes a standalone conflist (Multus)")
 	fs.BoolVar(&c.subdirChaining, "subdir-chaining", false, "drop <confdir>/<network>/mesh-cni.conf instead of editing the primary (libcni >= 1.3)")
+	fs.StringVar(&c.migrateFrom, "migrate-from", "", "another mesh CNI plugin ("+strings.Join(install.MigrateSources, ", ")+") whose entry in the primary config mesh-cni replaces in the write that chains it, and keeps replacing while its installer still runs (empty: leave other entries be)")
 	fs.StringVar(&c.stateDir, "state-dir", "/host/var/lib/mesh-cni", "container path of the persistent state dir")
 	fs.StringVar(&c.hostStateDir, "host-state-dir", "/var/lib/mesh-cni", "host path of the state dir")
 	fs.StringVar(&c.runDir, "run-dir", "/host/var/run/mesh-cni", "container path of the run dir (tmpfs)")
@@ -108,6 +111,9 @@ func parseFlags(args []string) (*config, error) {
 	case "evict", "delete", "label":
 	default:
 		return nil, fmt.Errorf("--repair-policy must be evict, delete or label, not %q", c.repairPolicy)
+	}
+	if c.migrateFrom != "" && !slices.Contains(install.MigrateSources, c.migrateFrom) {
+		return nil, fmt.Errorf("--migrate-from must be empty or one of %s, not %q", strings.Join(install.MigrateSources, ", "), c.migrateFrom)
 	}
 	switch c.uninstallMode {
 	case "auto", "always", "never":

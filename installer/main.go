@@ -94,6 +94,7 @@ func run(cfg *config, log *slog.Logger) error {
 		ConfFileName: cfg.confFileName,
 		Chained:      cfg.chained,
 		Subdir:       cfg.subdirChaining,
+		MigrateFrom:  cfg.migrateFrom,
 		StateDir:     cfg.stateDir,
 		PluginBinary: cfg.pluginBinary,
 		HelperBinary: cfg.podgetBinary,

@@ -21,6 +21,10 @@ func main() {
 	// ~0.6 ms of a ~5 ms ADD (bench/plugin, docs/benchmarks.md).
 	runtime.GOMAXPROCS(1)
 	nftables.KeepSockets(true) // report hands them to the agent
+	if name := retiredAs(os.Args[0]); name != "" {
+		skel.PluginMainFuncs(retiredFuncs(name), version.All, name+" (retired: mesh-cni "+bv.Version+" answers DEL for pods it set up)")
+		return
+	}
 	if os.Getenv("CNI_COMMAND") == "" && len(os.Args) > 1 && isSubcommand(os.Args[1]) {
 		os.Exit(runCLI(os.Args[1:], os.Stdout, os.Stderr))
 	}

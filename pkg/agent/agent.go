@@ -39,6 +39,9 @@ type Status struct {
 	Ready  bool            `json:"ready"`
 	Reason string          `json:"reason,omitempty"`
 	Entry  json.RawMessage `json:"entry,omitempty"`
+	// Takeover says how replacing another mesh CNI's entry goes
+	// (migrateFrom): "taking over from istio-cni (...)", then "took over".
+	Takeover string `json:"takeover,omitempty"`
 }
 
 // Options wire the agent. Paths are as the agent's container sees them;
@@ -210,6 +213,10 @@ func (a *Agent) onPass(st install.State) {
 	if st.Fight != "" {
 		a.event(EventWarning, ReasonFight, st.Fight)
 	}
+	if t := st.Takeover; t.From != "" {
+		metrics.TakeoverReplaced.WithLabelValues(t.From).Add(float64(st.Replaced))
+		metrics.Takeover.WithLabelValues(t.From).Set(map[bool]float64{false: 1, true: 0}[t.Done])
+	}
 	switch {
 	case st.Err != nil && !errors.Is(st.Err, install.ErrSettling):
 		a.mu.Lock()
@@ -355,7 +362,7 @@ func (a *Agent) update() {
 	} else if !a.kubeDone {
 		reasons = append(reasons, "kubeconfig not written yet")
 	}
-	st := Status{Ready: len(reasons) == 0, Reason: strings.Join(reasons, "; ")}
+	st := Status{Ready: len(reasons) == 0, Reason: strings.Join(reasons, "; "), Takeover: a.inst.Takeover.String()}
 	st.Marker = node.Marker{
 		Version: a.o.Version,
 		Backend: a.o.Backend,
@@ -429,8 +436,11 @@ func (a *Agent) update() {
 			a.o.Log.Warn("not ready", "reason", st.Reason)
 		}
 	}
+	// A takeover starting or ending is published too; it does not move
+	// the ready time.
+	publish := changed || takeoverPhase(st.Takeover) != takeoverPhase(a.status.Takeover)
 	a.status = st
-	if changed && a.o.Publish != nil {
+	if publish && a.o.Publish != nil {
 		select {
 		case <-a.publishCh:
 		default:
@@ -514,4 +524,13 @@ func compactJSON(b []byte) json.RawMessage {
 		return nil
 	}
 	return out.Bytes()
+}
+
+// takeoverPhase is the part of the takeover line whose change is worth a
+// Node status update: started, done; not every count.
+func takeoverPhase(s string) string {
+	if i := strings.Index(s, " ("); i >= 0 {
+		return s[:i]
+	}
+	return s
 }

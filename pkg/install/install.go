@@ -27,6 +27,9 @@ type Config struct {
 	ConfFileName string // "" = pick the primary as the runtime does
 	Chained      bool   // false: write our own standalone conflist
 	Subdir       bool   // drop <confdir>/<network>/mesh-cni.conf instead of editing the primary
+	// MigrateFrom names another mesh CNI plugin (MigrateSources) whose
+	// entry ours replaces in the same write; "" leaves other entries be.
+	MigrateFrom  string
 	StateDir     string // persistent: backups and the install record
 	PluginBinary string // the plugin inside the image
 	// HelperBinary is mesh-cni-podget inside the image, installed beside
@@ -50,6 +53,12 @@ type Result struct {
 	Wrote     bool   // we changed a file
 	Rechained bool   // our entry had been removed by someone else and we put it back
 	Converted bool   // a .conf became a .conflist
+	// Replaced counts the entries of Config.MigrateFrom this pass took
+	// out, in the write that put ours in.
+	Replaced int
+	// Others lists other mesh CNI entries left in the primary (not
+	// MigrateFrom): they run for the same pods as ours.
+	Others []string
 }
 
 // StandaloneName is the default file name in non-chained mode.
@@ -70,6 +79,7 @@ type Installer struct {
 	// What the installed binaries looked like after we last checked them,
 	// so a pass does not re-read megabytes when nothing changed.
 	plugin, helper seen
+	shimSeen       seen // the taken-over plugin's name in the bin dir
 }
 
 // seen is an installed file's stamp and its source's, as last copied.
@@ -104,6 +114,9 @@ func New(cfg Config) (*Installer, error) {
 	}
 	if cfg.BinDir == "" || cfg.ConfDir == "" || cfg.StateDir == "" {
 		return nil, fmt.Errorf("bin dir, conf dir and state dir must be set")
+	}
+	if err := checkMigrateFrom(cfg); err != nil {
+		return nil, err
 	}
 	return &Installer{cfg: cfg, log: cfg.Log}, nil
 }
@@ -304,17 +317,29 @@ func (in *Installer) hasOurEntry(data []byte) (bool, error) {
 }
 
 func (in *Installer) appendTo(primary string, data []byte) (Result, error) {
-	res := Result{Conf: primary, Primary: primary}
+	res := Result{Conf: primary, Primary: primary, Others: otherMeshes(data, in.cfg.MigrateFrom)}
 	ok, err := in.hasOurEntry(data)
 	if err != nil {
 		return res, err
 	}
-	if ok {
+	theirs := 0
+	if in.cfg.MigrateFrom != "" {
+		n, _ := pluginsOfType(data, in.cfg.MigrateFrom)
+		theirs = len(n)
+	}
+	if ok && theirs == 0 {
 		return res, nil
 	}
 	stripped, removed, err := removePlugins(data, node.PluginType)
 	if err != nil {
 		return res, err
+	}
+	if theirs > 0 {
+		// Theirs out and ours in, in the one write below: no pod starts
+		// with both plugins or with neither.
+		if stripped, res.Replaced, err = removePlugins(stripped, in.cfg.MigrateFrom); err != nil {
+			return res, err
+		}
 	}
 	out, err := appendPlugin(stripped, in.cfg.Entry)
 	if err != nil {

@@ -19,6 +19,10 @@ type record struct {
 	Converted  map[string]string `json:"converted,omitempty"` // our .conflist → the .conf it replaced
 	Subdir     []string          `json:"subdir,omitempty"`    // files we dropped in network subdirs
 	Standalone string            `json:"standalone,omitempty"`
+	// Shim is the plugin binary placed under a taken-over plugin's name
+	// (takeover.go), with its SHA-256: only that content is ours to
+	// remove or replace.
+	Shim *shim `json:"shim,omitempty"`
 }
 
 func (r *record) hasChained(base string) bool { return contains(r.Chained, base) }
@@ -131,6 +135,9 @@ func (in *Installer) Uninstall() error {
 		if err := RemoveFileDurable(filepath.Join(in.cfg.ConfDir, rec.Standalone)); err != nil {
 			errs = append(errs, err)
 		}
+	}
+	if err := in.removeShim(rec); err != nil {
+		errs = append(errs, err)
 	}
 	if len(errs) > 0 {
 		// Keep the record and backups for the next attempt.

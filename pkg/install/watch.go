@@ -33,6 +33,8 @@ type State struct {
 	// set): what the runtime hands the plugin, published on the Node so
 	// the CLI can show what ADD does there.
 	Entry []byte
+	// Takeover is the progress of Config.MigrateFrom (From "" when off).
+	Takeover Takeover
 }
 
 // WatchOptions tune the loop; zero values take the defaults.
@@ -44,6 +46,16 @@ type WatchOptions struct {
 	// means something keeps removing us (default 5 in 1m).
 	FightWindow time.Duration
 	FightCount  int
+	// TakeoverQuiet: no re-insert of the MigrateFrom entry for this long
+	// means its installer is gone (default 5m: several of Istio's and
+	// Linkerd's restart backoffs). TakeoverBurst takeover writes within
+	// TakeoverWindow hold off further passes until the window frees, so
+	// an installer that answers every write of ours cannot spin us
+	// (default 20 in 10s; Istio's install-cni throttles itself to about
+	// one a second, cni/pkg/install/install.go installationThrottle).
+	TakeoverQuiet  time.Duration
+	TakeoverBurst  int
+	TakeoverWindow time.Duration
 }
 
 func (o *WatchOptions) defaults() {
@@ -61,6 +73,15 @@ func (o *WatchOptions) defaults() {
 	}
 	if o.FightCount == 0 {
 		o.FightCount = 5
+	}
+	if o.TakeoverQuiet == 0 {
+		o.TakeoverQuiet = 5 * time.Minute
+	}
+	if o.TakeoverBurst == 0 {
+		o.TakeoverBurst = 20
+	}
+	if o.TakeoverWindow == 0 {
+		o.TakeoverWindow = 10 * time.Second
 	}
 }
 
@@ -87,7 +108,12 @@ func (in *Installer) Run(ctx context.Context, opts WatchOptions, report func(Sta
 	removeStaleTemps(in.cfg.ConfDir)
 	removeStaleTemps(in.cfg.StateDir)
 	fight := newFightDetector(opts.FightWindow, opts.FightCount)
-	lastErr := ""
+	var take *takeoverTracker
+	if in.cfg.MigrateFrom != "" {
+		take = newTakeoverTracker(in.cfg.MigrateFrom, opts.TakeoverQuiet, opts.TakeoverBurst, opts.TakeoverWindow, time.Now())
+	}
+	var holdUntil time.Time
+	lastErr, lastOthers := "", ""
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	for {
@@ -102,6 +128,9 @@ func (in *Installer) Run(ctx context.Context, opts WatchOptions, report func(Sta
 				continue
 			}
 			drain(w.Events)
+			if time.Now().Before(holdUntil) {
+				continue // the timer runs the pass when the hold ends
+			}
 		case err, ok := <-w.Errors:
 			if !ok {
 				return errors.New("file watch closed")
@@ -138,7 +167,35 @@ func (in *Installer) Run(ctx context.Context, opts WatchOptions, report func(Sta
 				lastErr = ""
 			}
 		}
-		if st.Rechained {
+		if take != nil {
+			wasDone := take.t.Done
+			if hold := take.pass(st.Replaced, time.Now()); hold > 0 {
+				holdUntil = time.Now().Add(hold)
+				next = min(next, hold)
+				in.log.Warn("the replaced entry comes back after every write; holding off", "from", in.cfg.MigrateFrom,
+					"writes", opts.TakeoverBurst, "window", opts.TakeoverWindow.String(), "hold", hold.String())
+			}
+			if st.Replaced > 0 {
+				in.log.Info("replaced another mesh CNI's entry with mesh-cni's in one write", "from", in.cfg.MigrateFrom, "conf", st.Conf, "total", take.t.Replaced)
+			}
+			if take.t.Done && !wasDone {
+				in.log.Info("takeover done: the replaced plugin's installer has not re-inserted its entry for the quiet period",
+					"from", in.cfg.MigrateFrom, "quiet", opts.TakeoverQuiet.String(), "replaced", take.t.Replaced)
+			}
+			if !take.t.Done && st.Err == nil {
+				next = min(next, take.untilDone(time.Now()))
+			}
+			st.Takeover = take.t
+		}
+		if o := strings.Join(st.Others, ","); o != lastOthers {
+			if o != "" {
+				in.log.Warn("another mesh CNI plugin is chained in the same config: its pods get both plugins' redirection; to switch to mesh-cni set migrateFrom",
+					"conf", st.Conf, "plugins", o)
+			}
+			lastOthers = o
+		}
+		// A takeover write removed theirs, not ours: no fight.
+		if st.Rechained && st.Replaced == 0 {
 			in.log.Info("re-chained after the primary rewrote its config", "conf", st.Conf)
 			if warn := fight.add(time.Now()); warn {
 				in.log.Warn("another component keeps removing mesh-cni from the CNI config; it is put back each time, but pods may start unmeshed in between",
@@ -185,6 +242,9 @@ func (in *Installer) install() State {
 	st.Stage = "config"
 	if st.Err == nil {
 		st.Entry = in.cfg.Entry
+		if err := in.ensureShim(); err != nil {
+			in.log.Warn("cannot place the DEL-only binary for the taken-over plugin", "from", in.cfg.MigrateFrom, "err", err)
+		}
 	}
 	return st
 }

@@ -34,6 +34,20 @@ var (
 		Help: "Times the chain entry was put back after the primary CNI rewrote its config without it.",
 	})
 
+	// Takeover is 1 while the agent replaces another mesh CNI's entry
+	// that its installer may still re-insert, 0 once none came for the
+	// quiet period (migrateFrom).
+	Takeover = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "mesh_cni_agent_takeover",
+		Help: "1 while taking over from another mesh CNI plugin (its installer may still re-insert its entry), 0 once it stopped.",
+	}, []string{"from"})
+
+	// TakeoverReplaced counts the other plugin's entries replaced by ours.
+	TakeoverReplaced = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "mesh_cni_agent_takeover_replaced_total",
+		Help: "Entries of another mesh CNI plugin replaced by mesh-cni's, each in the write that chained mesh-cni.",
+	}, []string{"from"})
+
 	// Ready is 1 while binary, chain entry and kubeconfig are in place.
 	Ready = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "mesh_cni_agent_ready",
@@ -78,6 +92,6 @@ var (
 
 func init() {
 	BuildInfo.WithLabelValues(version.Version, version.GetCommit()).Set(1)
-	Registry.MustRegister(BuildInfo, Installs, Rechains, Ready, PluginDuration, PluginDecisions, ReportsDropped, RepairActions, BackendFallbacks,
+	Registry.MustRegister(BuildInfo, Installs, Rechains, Takeover, TakeoverReplaced, Ready, PluginDuration, PluginDecisions, ReportsDropped, RepairActions, BackendFallbacks,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 }

@@ -6,7 +6,11 @@ Names and labels.
 {{- end }}
 
 {{- define "mesh-cni.fullname" -}}
-{{- if .Values.fullnameOverride }}
+{{- if .Values.linkerdCompat }}
+{{- /* linkerd check reads the DaemonSet, ServiceAccount, ClusterRole and
+ClusterRoleBinding by this name (templates/linkerd-compat.yaml). */}}
+{{- "linkerd-cni" }}
+{{- else if .Values.fullnameOverride }}
 {{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" }}
 {{- else }}
 {{- $name := default .Chart.Name .Values.nameOverride }}
@@ -71,6 +75,9 @@ app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
 app.kubernetes.io/component: node-agent
 app.kubernetes.io/part-of: mesh-cni
 app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- if .Values.linkerdCompat }}
+k8s-app: linkerd-cni
+{{- end }}
 {{- with .Values.commonLabels }}
 {{ toYaml . }}
 {{- end }}
