@@ -107,7 +107,7 @@ func TestForeignValuesMappedOrRefused(t *testing.T) {
 		"revisionHistoryLimit": "DaemonSet revisionHistoryLimit", "commonLabels.team": "labels on every object",
 		"logLevel": "log level", "podLabels.team": "extra pod labels", "commonLabels.linkerd.io/cni-resource": "labels on every object",
 		"nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms": "folded into affinity.nodeAffinity",
-		"image.pullPolicy": "pull policy",
+		"image.pullPolicy": "pull policy", "platform": "platform preset (Istio's names where mesh-cni has the preset)",
 	}
 	// linkerd2-cni names this chart maps (TestLinkerdValues checks where).
 	mapped := map[string]bool{"inboundProxyPort": true, "outboundProxyPort": true, "ignoreInboundPorts": true, "ignoreOutboundPorts": true,
@@ -180,7 +180,8 @@ func TestIstioGlobalsNameTheValueToUse(t *testing.T) {
 		want   string
 	}{
 		{map[string]any{"platform": "gke"}, "set platform: gke"},
-		{map[string]any{"platform": "k3d"}, "no mesh-cni preset: set platform to one of"},
+		{map[string]any{"platform": "k3d"}, "set platform: k3d"},
+		{map[string]any{"platform": "kind"}, "no mesh-cni preset: set platform to one of"},
 		{map[string]any{"hub": "docker.io/istio"}, "image.repository"},
 		{map[string]any{"tag": "1.28.0"}, "image.tag"},
 		{map[string]any{"imagePullSecrets": []any{"regcred", "other"}}, "set imagePullSecrets: [{name: regcred}, {name: other}]"},
