@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"net"
+	"path/filepath"
 	"strconv"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -58,6 +59,19 @@ func redirectSpecs(mesh string, c contract, skipPortAnn, skipSubnetAnn string, s
 				Expect(r.Role).To(Equal("inbound"))
 				Expect(r.Orig).To(Equal(hostPort(ip.IP, 8080)))
 			}
+		})
+
+		It("kubectl mesh-cni explain tells, from the cluster, what the node's entry does with each live pod", func() {
+			plugin := filepath.Join(repoRoot(), "bin", "kubectl-mesh_cni")
+			explain := func(pod string) string {
+				out, err := run(plugin, "explain", "-n", ns, pod, "--kubeconfig", env.Kubeconfig)
+				Expect(err).NotTo(HaveOccurred(), out)
+				Expect(out).To(ContainSubstring("chain entry: node "+pods[pod].Spec.NodeName+" ("), out)
+				return out
+			}
+			Expect(explain("client")).To(ContainSubstring("decision: redirect (mesh " + mesh + ")"))
+			Expect(explain("client")).To(ContainSubstring("redirect to :" + strconv.Itoa(c.outbound)))
+			Expect(explain("unmeshed")).To(ContainSubstring("decision: skip"))
 		})
 
 		It("sends inbound connections to the proxy with their original destination", func() {
