@@ -114,6 +114,20 @@ func TestChartAndPluginAgree(t *testing.T) {
 	}
 }
 
+// linkerd2-cni's value names agree too: a value the chart takes under the
+// old name, the agent takes under the linkerd key it sets.
+func TestChartAndPluginAgreeOnCompatKeys(t *testing.T) {
+	for _, c := range config.CompatKeys {
+		for _, v := range []any{-2, -1, 0, 1, 65535, 65536, 4294967294, 4294967295, "1", nil} {
+			entry := map[string]any{"meshes": map[string]any{mesh.Linkerd: map[string]any{c.MeshKey: v}}}
+			chartErr, agentErr := agree(t, map[string]any{c.Name: v}, entry)
+			if (chartErr == nil) != (agentErr == nil) {
+				t.Errorf("%s=%s: chart %s, agent (meshes.linkerd.%s) %s", c.Name, toJSON(v), verdict(chartErr), c.MeshKey, verdict(agentErr))
+			}
+		}
+	}
+}
+
 // Each profile needs, when it is on, the keys it has no default for: the
 // chart refuses their absence as the agent does, and neither asks for them
 // when the profile is off.

@@ -2,6 +2,8 @@ package config
 
 import (
 	"errors"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -195,5 +197,20 @@ func TestClip(t *testing.T) {
 	got := Clip(strings.Repeat("é", 300)) // 600 bytes, 2 per rune
 	if !strings.HasPrefix(got, strings.Repeat("é", MaxEcho/2)+"...[") || !strings.HasSuffix(got, "344 bytes cut]") {
 		t.Errorf("Clip = %q", got)
+	}
+}
+
+// The chart's port pattern and the agent's port bound are one rule.
+func TestPortPatternIsThePortBound(t *testing.T) {
+	re := regexp.MustCompile("^" + portRE + "$")
+	for n := 0; n <= mesh.MaxPort+1000; n++ {
+		if got, want := re.MatchString(strconv.Itoa(n)), n >= 1 && n <= mesh.MaxPort; got != want {
+			t.Fatalf("port pattern matches %d: %v, want %v", n, got, want)
+		}
+	}
+	for _, s := range []string{"01", "080", "+80", " 80", "080-90"} {
+		if re.MatchString(s) {
+			t.Errorf("port pattern matches %q", s)
+		}
 	}
 }

@@ -316,7 +316,7 @@ set) before ignoreInboundPorts. */}}
 {{- range $from, $to := dict "inboundProxyPort" "inboundPort" "outboundProxyPort" "outboundPort" "proxyUID" "proxyUID" "proxyGID" "proxyGID" }}
 {{- if hasKey $v $from }}
 {{- $x := get $v $from }}
-{{- if and (not (kindIs "invalid" $x)) (ge (int64 $x) 0) }}
+{{- if not (kindIs "invalid" $x) }}
 {{- $_ := set $l $to (int64 $x) }}
 {{- else }}
 {{- $_ := unset $l $to }}
