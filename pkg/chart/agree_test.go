@@ -4,7 +4,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"os"
+	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -124,6 +127,48 @@ func TestChartAndPluginAgreeOnCompatKeys(t *testing.T) {
 			if (chartErr == nil) != (agentErr == nil) {
 				t.Errorf("%s=%s: chart %s, agent (meshes.linkerd.%s) %s", c.Name, toJSON(v), verdict(chartErr), c.MeshKey, verdict(agentErr))
 			}
+		}
+	}
+}
+
+// linkerd2-cni's proxyControlPort and proxyAdminPort, unset, are the
+// linkerd profile's ignored inbound ports, listed before the user's.
+func TestLinkerdCompatPortsDefault(t *testing.T) {
+	d, err := mesh.Defaults(mesh.Linkerd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conf := pluginConf(t, render(t, "", "", map[string]any{"ignoreInboundPorts": "25"}))
+	if got, want := conf.Meshes[mesh.Linkerd].IgnoreInbound, append(d.IgnoreInbound, "25"); !slices.Equal(got, want) {
+		t.Errorf("ignoreInboundPorts %v, want %v", got, want)
+	}
+}
+
+// Every iptablesMode the schema takes maps, in the template, to a backend
+// the agent knows (config.Backends).
+func TestIptablesModeIsABackend(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join(chartDir, "values.schema.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var schema struct {
+		Properties struct {
+			IptablesMode struct {
+				Enum []string `json:"enum"`
+			} `json:"iptablesMode"`
+		} `json:"properties"`
+	}
+	if err := json.Unmarshal(b, &schema); err != nil {
+		t.Fatal(err)
+	}
+	modes := schema.Properties.IptablesMode.Enum
+	if len(modes) == 0 {
+		t.Fatal("the schema lists no iptablesMode")
+	}
+	for _, m := range modes {
+		conf := pluginConf(t, render(t, "", "", map[string]any{"iptablesMode": m}))
+		if !slices.Contains(config.Backends, conf.Backend) {
+			t.Errorf("iptablesMode %q: backend %q is not one of %v", m, conf.Backend, config.Backends)
 		}
 	}
 }

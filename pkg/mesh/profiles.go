@@ -32,11 +32,14 @@ func Defaults(name string) (Config, error) {
 	switch name {
 	case Linkerd:
 		return Config{
-			Enabled:           ptr(true),
-			Sidecar:           "linkerd-proxy",
-			ProxyUID:          ptr(int64(2102)),
-			InboundPort:       4143,
-			OutboundPort:      4140,
+			Enabled:      ptr(true),
+			Sidecar:      "linkerd-proxy",
+			ProxyUID:     ptr(int64(2102)),
+			InboundPort:  4143,
+			OutboundPort: 4140,
+			// The proxy's control and admin ports, in that order: the
+			// chart reads them as linkerd2-cni's proxyControlPort and
+			// proxyAdminPort defaults.
 			IgnoreInbound:     []string{"4190", "4191"},
 			InterceptionMode:  string(rules.Redirect),
 			CaptureDNS:        ptr(false),
