@@ -9,13 +9,14 @@ import (
 
 	"github.com/mesh-cni/mesh-cni/pkg/mesh"
 	"github.com/mesh-cni/mesh-cni/pkg/rules"
+	"github.com/mesh-cni/mesh-cni/pkg/testenv"
 )
 
 // The defaults and bounds the prose states are the Go owners' (the
 // profiles in pkg/mesh, the bounds, the TPROXY mark): each phrase is built
 // from the owner and must appear in the file as written.
 func TestDefaultsInProse(t *testing.T) {
-	root := repoRoot(t)
+	root := testenv.RepoRoot(t)
 	p := func(name string) mesh.Config {
 		c, err := mesh.Defaults(name)
 		if err != nil {
