@@ -214,3 +214,31 @@ func TestPortPatternIsThePortBound(t *testing.T) {
 		}
 	}
 }
+
+// The chart's interface-name pattern and the agent's rule agree on every
+// character and on the length bound. Blanks around a name and commas are
+// the list's syntax (the agent joins and splits the list), not the rule.
+func TestInterfacePatternIsTheAgentsRule(t *testing.T) {
+	item := meshKey("excludeInterfaces").Value["items"].(map[string]any)
+	re := regexp.MustCompile(item["pattern"].(string))
+	schemaOK := func(n string) bool { return re.MatchString(n) && n != "." && n != ".." }
+	agentOK := func(n string) bool {
+		return mesh.Validate(mesh.Linkerd, mesh.Config{ExcludeIfaces: []string{n}}) == nil
+	}
+	var names []string
+	for b := range 256 {
+		names = append(names, "a"+string(rune(b))+"b", string(rune(b)))
+	}
+	for n := range mesh.MaxIfname + 2 {
+		names = append(names, strings.Repeat("e", n))
+	}
+	names = append(names, ".", "..", "...")
+	for _, n := range names {
+		if n == "" || strings.TrimSpace(n) != n || strings.Contains(n, ",") {
+			continue
+		}
+		if s, a := schemaOK(n), agentOK(n); s != a {
+			t.Errorf("interface name %q: schema %v, agent %v", n, s, a)
+		}
+	}
+}
