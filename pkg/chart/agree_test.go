@@ -120,12 +120,26 @@ func TestChartAndPluginAgree(t *testing.T) {
 // linkerd2-cni's value names agree too: a value the chart takes under the
 // old name, the agent takes under the linkerd key it sets.
 func TestChartAndPluginAgreeOnCompatKeys(t *testing.T) {
+	d, err := mesh.Defaults(mesh.Linkerd)
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, c := range config.CompatKeys {
 		for _, v := range []any{-2, -1, 0, 1, 65535, 65536, 4294967294, 4294967295, "1", nil} {
-			entry := map[string]any{"meshes": map[string]any{mesh.Linkerd: map[string]any{c.MeshKey: v}}}
-			chartErr, agentErr := agree(t, map[string]any{c.Name: v}, entry)
+			vals, key, set := map[string]any{c.Name: v}, c.MeshKey, any(v)
+			if c.MeshKey == "" { // a port of ignoreInboundPorts: control, admin, then the user's
+				if v == nil || v == "1" {
+					continue // unset: TestLinkerdCompatPortsDefault; "1": the entry has no number type to refuse it
+				}
+				vals["ignoreInboundPorts"] = "25"
+				ports := []any{d.IgnoreInbound[0], d.IgnoreInbound[1], "25"}
+				ports[map[string]int{"proxyControlPort": 0, "proxyAdminPort": 1}[c.Name]] = fmt.Sprint(v)
+				key, set = "ignoreInboundPorts", ports
+			}
+			entry := map[string]any{"meshes": map[string]any{mesh.Linkerd: map[string]any{key: set}}}
+			chartErr, agentErr := agree(t, vals, entry)
 			if (chartErr == nil) != (agentErr == nil) {
-				t.Errorf("%s=%s: chart %s, agent (meshes.linkerd.%s) %s", c.Name, toJSON(v), verdict(chartErr), c.MeshKey, verdict(agentErr))
+				t.Errorf("%s=%s: chart %s, agent (meshes.linkerd.%s) %s", c.Name, toJSON(v), verdict(chartErr), key, verdict(agentErr))
 			}
 		}
 	}

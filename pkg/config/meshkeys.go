@@ -36,9 +36,10 @@ var (
 	portSchema = map[string]any{"minimum": 0, "maximum": mesh.MaxPort}
 	// portOrRange is one item of a port list: the chart writes numbers as
 	// strings.
+	portNumber  = map[string]any{"type": "integer", "minimum": 1, "maximum": mesh.MaxPort}
 	portOrRange = map[string]any{
 		"oneOf": []any{
-			map[string]any{"type": "integer", "minimum": 1, "maximum": mesh.MaxPort},
+			portNumber,
 			map[string]any{"type": "string", "pattern": "^" + portRE + "(-" + portRE + ")?$"},
 		},
 		"description": `a port (4190) or an inclusive range ("4000-4100")`,
