@@ -37,7 +37,11 @@ func TestDefaultsInProse(t *testing.T) {
 			fmt.Sprintf("Istio's agent answers on %d", i.DNSPort),
 			fmt.Sprintf("packets marked %d are looked up in table %d", rules.TProxyMark, rules.RouteTable),
 		},
+		"docs/upgrade.md": {
+			fmt.Sprintf("`meshes.linkerd.proxyUID: %d`", *l.ProxyUID),
+		},
 		"pkg/mesh/README.md": {
+			fmt.Sprintf("Linkerd's proxy runs as `proxy.uid` %d", *l.ProxyUID),
 			fmt.Sprintf("1 to %d with start ≤ end", mesh.MaxPort),
 			fmt.Sprintf("**added** to %s", strings.Join(i.IgnoreInbound, ",")),
 			fmt.Sprintf("| `istio-proxy` `runAsUser`/`runAsGroup` (spec known, non-zero) | %d/%d |", *i.ProxyUID, *i.ProxyGID),
