@@ -134,15 +134,6 @@ func hasAnchor(md, a string) bool {
 	return false
 }
 
-// repoRoot is the checkout the docs describe.
-func repoRoot(t *testing.T) string {
-	root, err := filepath.Abs("..")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return root
-}
-
 // goBuild builds a main package of the repo into dir with the release
 // version, as make build does.
 func goBuild(t *testing.T, root, dir, name, pkg string) string {
@@ -179,7 +170,7 @@ func helmBinary(t *testing.T, root string) string {
 // The per-platform table in install.md: every host path a row names must be
 // in what that row's Helm preset and Kustomize overlay render.
 func TestPlatformTable(t *testing.T) {
-	root := repoRoot(t)
+	root := testenv.RepoRoot(t)
 	helm := helmBinary(t, root)
 	body, err := os.ReadFile("install.md")
 	if err != nil {
@@ -229,7 +220,7 @@ func TestPlatformTable(t *testing.T) {
 // The linkerd2-cni values file in linkerd.md lands where the mapping table
 // says it does.
 func TestLinkerdValuesMapping(t *testing.T) {
-	root := repoRoot(t)
+	root := testenv.RepoRoot(t)
 	blocks, err := doctest.Parse("linkerd.md")
 	if err != nil {
 		t.Fatal(err)

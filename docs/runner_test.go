@@ -51,7 +51,7 @@ type runner struct {
 }
 
 func newRunner(t *testing.T) *runner {
-	root := repoRoot(t)
+	root := testenv.RepoRoot(t)
 	bin := t.TempDir()
 	env := testenv.Start(t)
 	v, err := os.ReadFile(filepath.Join(root, "VERSION"))

@@ -28,9 +28,9 @@ func provider() *cluster.Provider { return cluster.NewProvider(cluster.ProviderW
 
 // repoRoot is the module root (the suite runs in e2e/).
 func repoRoot() string {
-	wd, err := os.Getwd()
+	root, err := testenv.Root()
 	Expect(err).NotTo(HaveOccurred())
-	return filepath.Dir(wd)
+	return root
 }
 
 func setUpCluster(ctx SpecContext) shared {

@@ -10,7 +10,6 @@ import (
 	"testing"
 
 	"github.com/containernetworking/cni/libcni"
-	"github.com/containernetworking/plugins/pkg/testutils"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
@@ -51,15 +50,7 @@ func TestPodWarnings(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			netns, err := testutils.NewNS()
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer func() {
-				if err := testenv.RemoveNS(netns); err != nil {
-					t.Error(err)
-				}
-			}()
+			netns := testenv.NewNS(t)
 
 			args := [][2]string{{"IgnoreUnknown", "1"}, {"K8S_POD_NAMESPACE", r.ns}, {"K8S_POD_NAME", tc.pod}}
 			if tc.withUID {

@@ -23,7 +23,6 @@ import (
 	"github.com/containernetworking/cni/libcni"
 	"github.com/containernetworking/cni/pkg/types"
 	"github.com/containernetworking/plugins/pkg/ns"
-	"github.com/containernetworking/plugins/pkg/testutils"
 	"golang.org/x/sys/unix"
 
 	"github.com/mesh-cni/mesh-cni/pkg/mesh"
@@ -416,11 +415,7 @@ func randID() string {
 // annotations nil means the runtime passes no annotations at all.
 func newPod(t testing.TB, namespace, name string, annotations map[string]string) *pod {
 	t.Helper()
-	n, err := testutils.NewNS()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = testenv.RemoveNS(n) })
+	n := testenv.NewNS(t)
 	// containerd and CRI-O bring loopback up themselves, outside the chain.
 	if out, err := exec.Command("ip", "-n", filepath.Base(n.Path()), "link", "set", "lo", "up").CombinedOutput(); err != nil {
 		t.Fatalf("lo up: %v %s", err, out)

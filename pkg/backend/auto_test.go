@@ -7,7 +7,6 @@ import (
 	"testing"
 
 	"github.com/containernetworking/plugins/pkg/ns"
-	"github.com/containernetworking/plugins/pkg/testutils"
 
 	"github.com/mesh-cni/mesh-cni/pkg/backend/iptables"
 	"github.com/mesh-cni/mesh-cni/pkg/backend/nftables"
@@ -25,13 +24,7 @@ func (noNAT) Apply(string, rules.RuleSet) error {
 }
 
 func TestAutoFallsBack(t *testing.T) {
-	n, err := testutils.NewNS()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		_ = testenv.RemoveNS(n)
-	}()
+	n := testenv.NewNS(t)
 	a := &auto{primary: noNAT{nftables.New()}, fallback: func() (Backend, error) { return iptables.New(iptables.NFT) }}
 	rs := rules.Generate(rules.Spec{Families: []rules.Family{rules.IPv4, rules.IPv6}, ProxyUID: 1337,
 		InboundPort: 15006, OutboundPort: 15001, Mode: rules.TProxy})
@@ -51,6 +44,7 @@ func TestAutoFallsBack(t *testing.T) {
 		t.Error("Check after Delete: no error")
 	}
 	var out []byte
+	var err error
 	err = n.Do(func(ns.NetNS) error {
 		out, err = exec.Command("iptables-nft-save").CombinedOutput()
 		return err

@@ -9,6 +9,7 @@ import (
 
 	"github.com/mesh-cni/mesh-cni/pkg/backend"
 	"github.com/mesh-cni/mesh-cni/pkg/rules"
+	"github.com/mesh-cni/mesh-cni/pkg/testenv"
 )
 
 // richSpec is testSpec with every option that adds a kind of rule: proxy
@@ -211,7 +212,7 @@ func movePrefix(ps []netip.Prefix, i int) []netip.Prefix {
 // would pass all of them.
 func TestNftCheckRuleReplacedInPlace(t *testing.T) {
 	b := mustNew(t, backend.NFTables)
-	n := newNS(t)
+	n := testenv.NewNS(t)
 	kinds := map[string]int{}
 	for _, mode := range []rules.Mode{rules.Redirect, rules.TProxy} {
 		want := rules.Generate(richSpec(mode))
@@ -296,7 +297,7 @@ func TestNftCheckRuleReplacedByNft(t *testing.T) {
 		{"same v6 set", v6, v6, rich, rules.ChainOutput, "same"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			n := newNS(t)
+			n := testenv.NewNS(t)
 			if err := b.Apply(n.Path(), tc.rs); err != nil {
 				t.Fatal(err)
 			}

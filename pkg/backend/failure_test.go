@@ -11,24 +11,11 @@ import (
 	"testing"
 
 	"github.com/containernetworking/plugins/pkg/ns"
-	"github.com/containernetworking/plugins/pkg/testutils"
 
 	"github.com/mesh-cni/mesh-cni/pkg/backend"
 	"github.com/mesh-cni/mesh-cni/pkg/rules"
 	"github.com/mesh-cni/mesh-cni/pkg/testenv"
 )
-
-func newNS(t testing.TB) ns.NetNS {
-	t.Helper()
-	n, err := testutils.NewNS()
-	if err != nil {
-		t.Fatalf("netns: %v", err)
-	}
-	t.Cleanup(func() {
-		_ = testenv.RemoveNS(n)
-	})
-	return n
-}
 
 func mustNew(t testing.TB, name string) backend.Backend {
 	t.Helper()
@@ -78,7 +65,7 @@ func TestApplyFailureLeavesNothing(t *testing.T) {
 		for what, bad := range badRuleSets() {
 			t.Run(name+"/"+what, func(t *testing.T) {
 				b := mustNew(t, name)
-				n := newNS(t)
+				n := testenv.NewNS(t)
 				if err := b.Apply(n.Path(), rules.Generate(testSpec(rules.TProxy))); err != nil {
 					t.Fatalf("good Apply: %v", err)
 				}
@@ -102,7 +89,7 @@ func TestConcurrentApply(t *testing.T) {
 			b := mustNew(t, name)
 			nss := make([]ns.NetNS, pods)
 			for i := range nss {
-				nss[i] = newNS(t)
+				nss[i] = testenv.NewNS(t)
 			}
 			specs := make([]rules.RuleSet, pods)
 			for i := range specs {
@@ -181,7 +168,7 @@ func TestHostLockHeld(t *testing.T) {
 	for _, name := range []string{backend.IptablesLegacy, backend.IptablesNFT} {
 		t.Run(name, func(t *testing.T) {
 			b := mustNew(t, name)
-			n := newNS(t)
+			n := testenv.NewNS(t)
 			rs := rules.Generate(testSpec(rules.TProxy))
 			if err := b.Apply(n.Path(), rs); err != nil {
 				t.Fatalf("Apply with the host lock held: %v", err)
@@ -214,7 +201,7 @@ func checkAfterTamper(t *testing.T, mode rules.Mode, tamper map[string][]string,
 	for _, name := range backends {
 		t.Run(name, func(t *testing.T) {
 			b := mustNew(t, name)
-			n := newNS(t)
+			n := testenv.NewNS(t)
 			rs := rules.Generate(testSpec(mode))
 			if err := b.Apply(n.Path(), rs); err != nil {
 				t.Fatal(err)
@@ -241,7 +228,7 @@ func TestReapplyDropsFamily(t *testing.T) {
 	for _, name := range backends {
 		t.Run(name, func(t *testing.T) {
 			b := mustNew(t, name)
-			n := newNS(t)
+			n := testenv.NewNS(t)
 			for _, rs := range []rules.RuleSet{rules.Generate(testSpec(rules.TProxy)), rules.Generate(v4)} {
 				if err := b.Apply(n.Path(), rs); err != nil {
 					t.Fatal(err)
@@ -334,7 +321,7 @@ func TestReapplyReplaces(t *testing.T) {
 	for _, name := range backends {
 		t.Run(name, func(t *testing.T) {
 			b := mustNew(t, name)
-			n := newNS(t)
+			n := testenv.NewNS(t)
 			for _, rs := range []rules.RuleSet{redirect, tproxy, tproxy} {
 				if err := b.Apply(n.Path(), rs); err != nil {
 					t.Fatal(err)

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/mesh-cni/mesh-cni/pkg/rules"
+	"github.com/mesh-cni/mesh-cni/pkg/testenv"
 )
 
 // largeSpec is testSpec with n UID exemptions, each one rule in the nat
@@ -30,7 +31,7 @@ func TestLargeRuleSet(t *testing.T) {
 	for _, name := range backends {
 		t.Run(name, func(t *testing.T) {
 			b := mustNew(t, name)
-			n := newNS(t)
+			n := testenv.NewNS(t)
 			rs := rules.Generate(largeSpec(exempt))
 			if err := b.Apply(n.Path(), rs); err != nil {
 				t.Fatalf("Apply of %d rules: %v", countRules(rs), err)

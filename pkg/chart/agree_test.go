@@ -4,7 +4,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"os"
+	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -110,6 +113,76 @@ func TestChartAndPluginAgree(t *testing.T) {
 				}
 				return ""
 			})
+		}
+	}
+}
+
+// linkerd2-cni's value names agree too: a value the chart takes under the
+// old name, the agent takes under the linkerd key it sets.
+func TestChartAndPluginAgreeOnCompatKeys(t *testing.T) {
+	d, err := mesh.Defaults(mesh.Linkerd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range config.CompatKeys {
+		for _, v := range []any{-2, -1, 0, 1, 65535, 65536, 4294967294, 4294967295, "1", nil} {
+			vals, key, set := map[string]any{c.Name: v}, c.MeshKey, any(v)
+			if c.MeshKey == "" { // a port of ignoreInboundPorts: control, admin, then the user's
+				if v == nil || v == "1" {
+					continue // unset: TestLinkerdCompatPortsDefault; "1": the entry has no number type to refuse it
+				}
+				vals["ignoreInboundPorts"] = "25"
+				ports := []any{d.IgnoreInbound[0], d.IgnoreInbound[1], "25"}
+				ports[map[string]int{"proxyControlPort": 0, "proxyAdminPort": 1}[c.Name]] = fmt.Sprint(v)
+				key, set = "ignoreInboundPorts", ports
+			}
+			entry := map[string]any{"meshes": map[string]any{mesh.Linkerd: map[string]any{key: set}}}
+			chartErr, agentErr := agree(t, vals, entry)
+			if (chartErr == nil) != (agentErr == nil) {
+				t.Errorf("%s=%s: chart %s, agent (meshes.linkerd.%s) %s", c.Name, toJSON(v), verdict(chartErr), key, verdict(agentErr))
+			}
+		}
+	}
+}
+
+// linkerd2-cni's proxyControlPort and proxyAdminPort, unset, are the
+// linkerd profile's ignored inbound ports, listed before the user's.
+func TestLinkerdCompatPortsDefault(t *testing.T) {
+	d, err := mesh.Defaults(mesh.Linkerd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conf := pluginConf(t, render(t, "", "", map[string]any{"ignoreInboundPorts": "25"}))
+	if got, want := conf.Meshes[mesh.Linkerd].IgnoreInbound, append(d.IgnoreInbound, "25"); !slices.Equal(got, want) {
+		t.Errorf("ignoreInboundPorts %v, want %v", got, want)
+	}
+}
+
+// Every iptablesMode the schema takes maps, in the template, to a backend
+// the agent knows (config.Backends).
+func TestIptablesModeIsABackend(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join(chartDir, "values.schema.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var schema struct {
+		Properties struct {
+			IptablesMode struct {
+				Enum []string `json:"enum"`
+			} `json:"iptablesMode"`
+		} `json:"properties"`
+	}
+	if err := json.Unmarshal(b, &schema); err != nil {
+		t.Fatal(err)
+	}
+	modes := schema.Properties.IptablesMode.Enum
+	if len(modes) == 0 {
+		t.Fatal("the schema lists no iptablesMode")
+	}
+	for _, m := range modes {
+		conf := pluginConf(t, render(t, "", "", map[string]any{"iptablesMode": m}))
+		if !slices.Contains(config.Backends, conf.Backend) {
+			t.Errorf("iptablesMode %q: backend %q is not one of %v", m, conf.Backend, config.Backends)
 		}
 	}
 }

@@ -412,7 +412,7 @@ func TestLinkerdValues(t *testing.T) {
 	// proxyGID -1 means no GID; the linkerd2-cni name wins over the profile.
 	r = render(t, "", "", map[string]any{"proxyGID": -1, "destCNIBinDir": "/home/kubernetes/bin", "iptablesMode": "plain", "disableIPv6": false})
 	conf = pluginConf(t, r)
-	if conf.Meshes["linkerd"].ProxyGID != nil || conf.Backend != "auto" || !*conf.IPv6 {
+	if g := conf.Meshes["linkerd"].ProxyGID; (g != nil && *g >= 0) || conf.Backend != "auto" || !*conf.IPv6 {
 		t.Errorf("proxyGID -1 / iptablesMode plain / disableIPv6 false: %+v backend %s", conf.Meshes["linkerd"], conf.Backend)
 	}
 	if got := volumePath(t, r.get(t, "DaemonSet", ""), "cni-bin-dir"); got != "/home/kubernetes/bin" {

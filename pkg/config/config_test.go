@@ -2,6 +2,8 @@ package config
 
 import (
 	"errors"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -195,5 +197,48 @@ func TestClip(t *testing.T) {
 	got := Clip(strings.Repeat("é", 300)) // 600 bytes, 2 per rune
 	if !strings.HasPrefix(got, strings.Repeat("é", MaxEcho/2)+"...[") || !strings.HasSuffix(got, "344 bytes cut]") {
 		t.Errorf("Clip = %q", got)
+	}
+}
+
+// The chart's port pattern and the agent's port bound are one rule.
+func TestPortPatternIsThePortBound(t *testing.T) {
+	re := regexp.MustCompile("^" + portRE + "$")
+	for n := 0; n <= mesh.MaxPort+1000; n++ {
+		if got, want := re.MatchString(strconv.Itoa(n)), n >= 1 && n <= mesh.MaxPort; got != want {
+			t.Fatalf("port pattern matches %d: %v, want %v", n, got, want)
+		}
+	}
+	for _, s := range []string{"01", "080", "+80", " 80", "080-90"} {
+		if re.MatchString(s) {
+			t.Errorf("port pattern matches %q", s)
+		}
+	}
+}
+
+// The chart's interface-name pattern and the agent's rule agree on every
+// character and on the length bound. Blanks around a name and commas are
+// the list's syntax (the agent joins and splits the list), not the rule.
+func TestInterfacePatternIsTheAgentsRule(t *testing.T) {
+	item := meshKey("excludeInterfaces").Value["items"].(map[string]any)
+	re := regexp.MustCompile(item["pattern"].(string))
+	schemaOK := func(n string) bool { return re.MatchString(n) && n != "." && n != ".." }
+	agentOK := func(n string) bool {
+		return mesh.Validate(mesh.Linkerd, mesh.Config{ExcludeIfaces: []string{n}}) == nil
+	}
+	var names []string
+	for b := range 256 {
+		names = append(names, "a"+string(rune(b))+"b", string(rune(b)))
+	}
+	for n := range mesh.MaxIfname + 2 {
+		names = append(names, strings.Repeat("e", n))
+	}
+	names = append(names, ".", "..", "...")
+	for _, n := range names {
+		if n == "" || strings.TrimSpace(n) != n || strings.Contains(n, ",") {
+			continue
+		}
+		if s, a := schemaOK(n), agentOK(n); s != a {
+			t.Errorf("interface name %q: schema %v, agent %v", n, s, a)
+		}
 	}
 }

@@ -71,7 +71,7 @@ func Doc() []byte {
 		}
 		p(" %s |\n", k.Doc)
 	}
-	p("\nPorts are `\"80\"` or ranges `\"8000-8100\"`, 1 to 65535 with start ≤ end (the\n")
+	p("\nPorts are `\"80\"` or ranges `\"8000-8100\"`, 1 to %d with start ≤ end (the\n", mesh.MaxPort)
 	p("chart also takes numbers). CIDR lists hold IPv4 and IPv6 prefixes; a bare\n")
 	p("address means /32 or /128, and host bits are cleared. How each profile reads\n")
 	p("its pods' annotations, and what they override, is in\n")

@@ -38,8 +38,9 @@ func ProfileDefaults() []byte {
 }
 
 // ValuesSchema returns the parts of the chart's values.schema.json that
-// Keys, MeshKeys and ChartValues own: top-level properties (the chart
-// values that set a key of the same name, and ChartValues) and definitions
+// Keys, MeshKeys, ChartValues and CompatKeys own: top-level properties
+// (the chart values that set a key of the same name, ChartValues and
+// CompatKeys) and definitions
 // (the mesh objects, one per profile, and what their lists hold).
 func ValuesSchema() (props, defs map[string]any) {
 	props = map[string]any{}
@@ -55,6 +56,9 @@ func ValuesSchema() (props, defs map[string]any) {
 		p := maps.Clone(v.Schema)
 		p["description"] = plain(v.Doc)
 		props[v.Name] = p
+	}
+	for _, c := range CompatKeys {
+		props[c.Name] = compatSchema(c)
 	}
 	defs = map[string]any{"mesh": meshSchema(), "portOrRange": portOrRange, "cidr": cidr}
 	for _, name := range mesh.Profiles {
@@ -88,6 +92,9 @@ func SpliceSchema(file []byte) ([]byte, error) {
 	}
 	for _, v := range ChartValues {
 		propOrder = append(propOrder, v.Name)
+	}
+	for _, c := range CompatKeys {
+		propOrder = append(propOrder, c.Name)
 	}
 	for _, part := range []struct {
 		name  string

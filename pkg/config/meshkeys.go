@@ -33,12 +33,13 @@ type MeshKey struct {
 }
 
 var (
-	portSchema = map[string]any{"minimum": 0, "maximum": 65535}
+	portSchema = map[string]any{"minimum": 0, "maximum": mesh.MaxPort}
 	// portOrRange is one item of a port list: the chart writes numbers as
 	// strings.
+	portNumber  = map[string]any{"type": "integer", "minimum": 1, "maximum": mesh.MaxPort}
 	portOrRange = map[string]any{
 		"oneOf": []any{
-			map[string]any{"type": "integer", "minimum": 1, "maximum": 65535},
+			portNumber,
 			map[string]any{"type": "string", "pattern": "^" + portRE + "(-" + portRE + ")?$"},
 		},
 		"description": `a port (4190) or an inclusive range ("4000-4100")`,
@@ -54,7 +55,18 @@ var (
 	star = map[string]any{"const": mesh.Wildcard}
 )
 
-// portRE is 1 to 65535 without leading zeros.
+// modes is what interceptionMode accepts: unset ("" or null: the
+// profile's) or one of mesh.Modes.
+func modes() []any {
+	out := []any{""}
+	for _, m := range mesh.Modes {
+		out = append(out, string(m))
+	}
+	return append(out, nil)
+}
+
+// portRE is 1 to mesh.MaxPort without leading zeros (a test checks it
+// against the bound).
 const portRE = `(6553[0-5]|655[0-2][0-9]|65[0-4][0-9]{2}|6[0-4][0-9]{3}|[1-5][0-9]{4}|[1-9][0-9]{0,3})`
 
 func ref(def string) map[string]any { return map[string]any{"$ref": "#/definitions/" + def} }
@@ -71,9 +83,9 @@ var MeshKeys = []MeshKey{
 	{Name: "selectAnnotation", Type: typ("string"),
 		Value: map[string]any{"anyOf": []any{map[string]any{"maxLength": 0}, map[string]any{"pattern": `^[^=]*[^=\s]`}}},
 		Doc:   "`key` or `key=value`: the annotation that marks a meshed pod (with `sidecar`, both must match)"},
-	{Name: "proxyUID", Type: typ("integer"), Value: map[string]any{"minimum": 0, "maximum": 4294967294}, Need: true,
-		Doc: "the proxy's traffic is never redirected (0 to 4294967294)"},
-	{Name: "proxyGID", Type: typ("integer"), Value: map[string]any{"maximum": 4294967294}, Unset: "none",
+	{Name: "proxyUID", Type: typ("integer"), Value: map[string]any{"minimum": 0, "maximum": mesh.MaxID}, Need: true,
+		Doc: fmt.Sprintf("the proxy's traffic is never redirected (0 to %d)", mesh.MaxID)},
+	{Name: "proxyGID", Type: typ("integer"), Value: map[string]any{"maximum": mesh.MaxID}, Unset: "none",
 		Doc: "GID exemption as well; a negative value (`-1`) means none"},
 	{Name: "inboundPort", Type: typ("integer"), Value: portSchema, Need: true,
 		Doc: "inbound connections are redirected here (`0` or null: the profile's)"},
@@ -99,10 +111,10 @@ var MeshKeys = []MeshKey{
 	{Name: "includeSubnets", Type: typ("array"), Value: list(map[string]any{"anyOf": []any{ref("cidr"), star}}), Unset: "all",
 		Gap: "every malformed IPv6 prefix", Doc: "redirect outbound only to these CIDRs; `[\"*\"]` = all, `[]` = none"},
 	{Name: "excludeInterfaces", Type: typ("array"), Value: list(map[string]any{
-		"type": "string", "pattern": `^[!#-+\-.0-9;-~]{1,15}$`, "not": map[string]any{"enum": []any{".", ".."}},
+		"type": "string", "pattern": fmt.Sprintf(`^[!#-+\-.0-9;-~]{1,%d}$`, mesh.MaxIfname), "not": map[string]any{"enum": []any{".", ".."}},
 		"description": "an interface name",
 	}), Unset: "none", Doc: "traffic in or out of these interfaces is never redirected"},
-	{Name: "interceptionMode", Type: typ("string"), Value: map[string]any{"enum": []any{"", "REDIRECT", "TPROXY", nil}},
+	{Name: "interceptionMode", Type: typ("string"), Value: map[string]any{"enum": modes()},
 		Doc: "`REDIRECT` (nat) or `TPROXY` (mangle, keeps the original source)"},
 	{Name: "captureDNS", Type: typ("boolean"),
 		Doc: "send TCP and UDP port 53 from non-proxy processes to `dnsPort`"},
@@ -207,7 +219,7 @@ func required(key string) map[string]any {
 	switch {
 	case t == "string":
 		v["minLength"] = 1
-	case t == "integer" && k.Value["maximum"] == 65535:
+	case t == "integer" && k.Value["maximum"] == mesh.MaxPort:
 		v["minimum"] = 1
 	}
 	return map[string]any{"required": []any{key}, "properties": map[string]any{key: v}}

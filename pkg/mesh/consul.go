@@ -99,17 +99,14 @@ func (c ConsulRedirect) spec(s rules.Spec, dualStack bool) (rules.Spec, error) {
 	if s.ProxyUID, err = parseID(c.ProxyUserID); err != nil {
 		return s, field("ProxyUserID", err)
 	}
-	if c.ProxyInboundPort < 1 || c.ProxyInboundPort > 65535 {
-		return s, field("ProxyInboundPort", fmt.Errorf("%d is not a port from 1 to 65535", c.ProxyInboundPort))
+	if s.InboundPort, err = checkPort(c.ProxyInboundPort, false); err != nil {
+		return s, field("ProxyInboundPort", err)
 	}
-	s.InboundPort = uint16(c.ProxyInboundPort)
-	switch {
-	case c.ProxyOutboundPort == 0: // the SDK's default
+	if s.OutboundPort, err = checkPort(c.ProxyOutboundPort, true); err != nil {
+		return s, field("ProxyOutboundPort", err)
+	}
+	if s.OutboundPort == 0 { // the SDK's default
 		s.OutboundPort = 15001
-	case c.ProxyOutboundPort < 0 || c.ProxyOutboundPort > 65535:
-		return s, field("ProxyOutboundPort", fmt.Errorf("%d is not a port from 1 to 65535", c.ProxyOutboundPort))
-	default:
-		s.OutboundPort = uint16(c.ProxyOutboundPort)
 	}
 	if s.InboundPort == s.OutboundPort {
 		return s, field("ProxyOutboundPort", fmt.Errorf("%d is also the inbound port", s.OutboundPort))
@@ -164,7 +161,7 @@ func consulPort(v string) (rules.PortRange, error) {
 	}
 	r, err := parseRange(strings.Replace(t, ":", "-", 1))
 	if err != nil {
-		return rules.PortRange{}, fmt.Errorf("invalid port %q: want a port from 1 to 65535 or first:last", v)
+		return rules.PortRange{}, fmt.Errorf("invalid port %q: want a port from 1 to %d or first:last", v, MaxPort)
 	}
 	return r, nil
 }
@@ -184,8 +181,8 @@ func (c ConsulRedirect) dns(s rules.Spec, dualStack bool) (rules.Spec, error) {
 		}
 		return s, nil
 	}
-	if c.ConsulDNSPort < 0 || c.ConsulDNSPort > 65535 {
-		return s, fmt.Errorf("field ConsulDNSPort: %d is not a port from 1 to 65535", c.ConsulDNSPort)
+	if _, err := checkPort(c.ConsulDNSPort, false); err != nil {
+		return s, fmt.Errorf("field ConsulDNSPort: %w", err)
 	}
 	ip := netip.MustParseAddr("127.0.0.1")
 	if dualStack {

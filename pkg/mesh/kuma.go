@@ -140,7 +140,7 @@ func kumaLegacySpec(s rules.Spec, ann map[string]string) (rules.Spec, bool, erro
 	probe := get(KumaProbeProxyPort, kumaLegacyProbePort)
 	if probe != "0" {
 		if _, err := kumaLegacyPortList(probe); err != nil || strings.Contains(probe, ",") {
-			return s, false, annErr(KumaProbeProxyPort, probe, fmt.Errorf("want one port from 1 to 65535, or 0 for none"))
+			return s, false, annErr(KumaProbeProxyPort, probe, fmt.Errorf("want one port from 1 to %d, or 0 for none", MaxPort))
 		}
 		if strings.TrimSpace(inExclude) == "" {
 			inExclude = probe
@@ -209,7 +209,7 @@ func kumaLegacyPortList(v string) ([]rules.PortRange, error) {
 	for _, item := range strings.Split(v, ",") {
 		n, err := strconv.ParseUint(item, 10, 16)
 		if err != nil || n == 0 {
-			return nil, fmt.Errorf("invalid port %q: want a number from 1 to 65535, comma-separated, no blanks or ranges", item)
+			return nil, fmt.Errorf("invalid port %q: want a number from 1 to %d, comma-separated, no blanks or ranges", item, MaxPort)
 		}
 		out = append(out, rules.PortRange{First: uint16(n), Last: uint16(n)})
 	}

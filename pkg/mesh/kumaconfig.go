@@ -97,10 +97,11 @@ func kumaConfigSpec(s rules.Spec, raw string) (rules.Spec, bool, error) {
 		if p.v == nil || (*p.v == 0 && p.key == "redirect.dns.port") {
 			continue
 		}
-		if *p.v < 1 || *p.v > 65535 {
-			return s, false, bad(p.key, fmt.Errorf("%d is not a port from 1 to 65535", *p.v))
+		port, err := checkPort(*p.v, false)
+		if err != nil {
+			return s, false, bad(p.key, err)
 		}
-		*p.dst = uint16(*p.v)
+		*p.dst = port
 	}
 	inbound := r.Inbound.Enabled == nil || *r.Inbound.Enabled
 	if s.IgnoreInbound, s.InboundPorts, err = kumaPortLists(r.Inbound, s.IgnoreInbound, s.InboundPorts); err != nil {

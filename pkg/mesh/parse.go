@@ -73,8 +73,8 @@ func parseRange(s string) (rules.PortRange, error) {
 
 func parsePort(s string) (uint16, error) {
 	n, err := strconv.ParseUint(strings.TrimSpace(s), 10, 32)
-	if err != nil || n < 1 || n > 65535 {
-		return 0, errors.New("must be a number from 1 to 65535")
+	if err != nil || n < 1 || n > MaxPort {
+		return 0, fmt.Errorf("must be a number from 1 to %d", MaxPort)
 	}
 	return uint16(n), nil
 }
@@ -155,7 +155,7 @@ func parseInterfaces(s string) ([]string, error) {
 
 // validIfname follows the kernel's dev_valid_name.
 func validIfname(s string) bool {
-	if s == "" || len(s) > 15 || s == "." || s == ".." {
+	if s == "" || len(s) > MaxIfname || s == "." || s == ".." {
 		return false
 	}
 	for _, r := range s {
@@ -164,13 +164,4 @@ func validIfname(s string) bool {
 		}
 	}
 	return true
-}
-
-// parseID parses a UID or GID.
-func parseID(s string) (uint32, error) {
-	n, err := strconv.ParseUint(strings.TrimSpace(s), 10, 32)
-	if err != nil || n == 1<<32-1 {
-		return 0, fmt.Errorf("invalid user or group ID %q: must be a number from 0 to 4294967294", s)
-	}
-	return uint32(n), nil
 }

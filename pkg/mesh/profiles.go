@@ -32,11 +32,14 @@ func Defaults(name string) (Config, error) {
 	switch name {
 	case Linkerd:
 		return Config{
-			Enabled:           ptr(true),
-			Sidecar:           "linkerd-proxy",
-			ProxyUID:          ptr(int64(2102)),
-			InboundPort:       4143,
-			OutboundPort:      4140,
+			Enabled:      ptr(true),
+			Sidecar:      "linkerd-proxy",
+			ProxyUID:     ptr(int64(2102)),
+			InboundPort:  4143,
+			OutboundPort: 4140,
+			// The proxy's control and admin ports, in that order: the
+			// chart reads them as linkerd2-cni's proxyControlPort and
+			// proxyAdminPort defaults.
 			IgnoreInbound:     []string{"4190", "4191"},
 			InterceptionMode:  string(rules.Redirect),
 			CaptureDNS:        ptr(false),
@@ -202,10 +205,9 @@ func (c Config) base(name string) (rules.Spec, error) {
 		{"dnsPort", c.DNSPort, &s.DNSPort, c.CaptureDNS != nil && *c.CaptureDNS},
 	}
 	for _, p := range ports {
-		if p.v < 0 || p.v > 65535 || (p.need && p.v == 0) {
-			return s, field(p.name, fmt.Errorf("%d is not a port from 1 to 65535", p.v))
+		if *p.dst, err = checkPort(p.v, !p.need); err != nil {
+			return s, field(p.name, err)
 		}
-		*p.dst = uint16(p.v)
 	}
 	if s.InboundPort == s.OutboundPort {
 		return s, field("outboundPort", fmt.Errorf("%d is also the inbound port", s.OutboundPort))
@@ -223,11 +225,8 @@ func (c Config) base(name string) (rules.Spec, error) {
 		}
 		s.ProxyGID = &gid
 	}
-	switch rules.Mode(c.InterceptionMode) {
-	case rules.Redirect, rules.TProxy:
-		s.Mode = rules.Mode(c.InterceptionMode)
-	default:
-		return s, field("interceptionMode", fmt.Errorf("%q is not REDIRECT or TPROXY", c.InterceptionMode))
+	if s.Mode, err = checkMode(c.InterceptionMode); err != nil {
+		return s, field("interceptionMode", err)
 	}
 	lists := []struct {
 		name string
@@ -274,13 +273,6 @@ func (c Config) base(name string) (rules.Spec, error) {
 	s.CaptureDNS = c.CaptureDNS != nil && *c.CaptureDNS
 	s.LoopbackToInbound = c.LoopbackToInbound != nil && *c.LoopbackToInbound
 	return s, nil
-}
-
-func checkID(v int64) (uint32, error) {
-	if v < 0 || v >= 1<<32-1 {
-		return 0, fmt.Errorf("%d is not a user or group ID", v)
-	}
-	return uint32(v), nil
 }
 
 // union appends add to base as a new slice.

@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"testing"
 )
 
 // KubernetesVersion is the version hack/versions.env pins (a test checks it).
@@ -58,17 +59,26 @@ func ensureBinaries(names ...string) (string, error) {
 	return lines[len(lines)-1], nil
 }
 
-// findScript walks up from the working directory (a test runs in its
-// package dir) to the repository's hack/build-k8s.sh.
+// findScript is the repository's hack/build-k8s.sh.
 func findScript() (string, error) {
+	root, err := Root()
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(root, "hack", "build-k8s.sh"), nil
+}
+
+// Root walks up from the working directory (a test runs in its package's
+// directory) to the repository's root: the directory holding
+// hack/build-k8s.sh.
+func Root() (string, error) {
 	dir, err := os.Getwd()
 	if err != nil {
 		return "", err
 	}
 	for {
-		p := filepath.Join(dir, "hack", "build-k8s.sh")
-		if _, err := os.Stat(p); err == nil {
-			return p, nil
+		if _, err := os.Stat(filepath.Join(dir, "hack", "build-k8s.sh")); err == nil {
+			return dir, nil
 		}
 		parent := filepath.Dir(dir)
 		if parent == dir {
@@ -76,6 +86,16 @@ func findScript() (string, error) {
 		}
 		dir = parent
 	}
+}
+
+// RepoRoot is Root for a test, which fails without one.
+func RepoRoot(t testing.TB) string {
+	t.Helper()
+	root, err := Root()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return root
 }
 
 // Binary returns the path of a component built by hack/build-k8s.sh

@@ -4,10 +4,31 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"testing"
 
 	"github.com/containernetworking/plugins/pkg/ns"
+	"github.com/containernetworking/plugins/pkg/testutils"
 	"golang.org/x/sys/unix"
 )
+
+// NewNS makes a network namespace that t removes when it ends (RemoveNS),
+// or skips t when not root.
+func NewNS(t testing.TB) ns.NetNS {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root for network namespaces")
+	}
+	n, err := testutils.NewNS()
+	if err != nil {
+		t.Fatalf("new netns: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := RemoveNS(n); err != nil {
+			t.Error(err)
+		}
+	})
+	return n
+}
 
 // RemoveNS closes n and removes its bind mount (testutils.NewNS's). A plain
 // unmount fails with EBUSY while anything holds the netns file open: a

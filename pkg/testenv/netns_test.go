@@ -47,3 +47,17 @@ func TestRemoveNSWhileHeldOpen(t *testing.T) {
 		t.Errorf("%s still there after RemoveNS: %v", path, err)
 	}
 }
+
+// NewNS's netns is gone once the test that made it ends.
+func TestNewNSRemovedAtEnd(t *testing.T) {
+	var path string
+	t.Run("make", func(t *testing.T) {
+		path = NewNS(t).Path()
+		if _, err := os.Stat(path); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if _, err := os.Stat(path); !os.IsNotExist(err) {
+		t.Errorf("netns %s still there after its test: %v", path, err)
+	}
+}

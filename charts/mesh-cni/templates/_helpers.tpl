@@ -317,13 +317,14 @@ their namespace's range, so only the spec tells Istio's proxy UID. */}}
 {{- end }}
 {{- end }}
 {{- /* linkerd2-cni's values, under their names, set the linkerd profile; its
-own chart always lists proxyControlPort and proxyAdminPort (4190, 4191 unless
-set) before ignoreInboundPorts. */}}
+own chart always lists proxyControlPort and proxyAdminPort before
+ignoreInboundPorts. Unset, they are the linkerd profile's ignored inbound
+ports (files/profiles.json, generated from pkg/mesh): control, then admin. */}}
 {{- $l := default dict $out.linkerd }}
 {{- range $from, $to := dict "inboundProxyPort" "inboundPort" "outboundProxyPort" "outboundPort" "proxyUID" "proxyUID" "proxyGID" "proxyGID" }}
 {{- if hasKey $v $from }}
 {{- $x := get $v $from }}
-{{- if and (not (kindIs "invalid" $x)) (ge (int64 $x) 0) }}
+{{- if not (kindIs "invalid" $x) }}
 {{- $_ := set $l $to (int64 $x) }}
 {{- else }}
 {{- $_ := unset $l $to }}
@@ -331,7 +332,8 @@ set) before ignoreInboundPorts. */}}
 {{- end }}
 {{- end }}
 {{- if hasKey $v "ignoreInboundPorts" }}
-{{- $ports := list (toString (default 4190 $v.proxyControlPort)) (toString (default 4191 $v.proxyAdminPort)) }}
+{{- $lp := (.Files.Get "files/profiles.json" | fromJson).linkerd.ignoreInboundPorts }}
+{{- $ports := list (toString (default (index $lp 0) $v.proxyControlPort)) (toString (default (index $lp 1) $v.proxyAdminPort)) }}
 {{- $ports = concat $ports (include "mesh-cni.portList" $v.ignoreInboundPorts | fromJsonArray) }}
 {{- $_ := set $l "ignoreInboundPorts" $ports }}
 {{- end }}

@@ -9,7 +9,6 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/containernetworking/plugins/pkg/testutils"
 	"github.com/mesh-cni/mesh-cni/pkg/testenv"
 )
 
@@ -27,15 +26,10 @@ func TestSandbox(t *testing.T) {
 		f.Close()
 		t.Cleanup(func() { os.Remove(hostLock) })
 	}
-	n, err := testutils.NewNS()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		_ = testenv.RemoveNS(n)
-	}()
+	n := testenv.NewNS(t)
 	var nsswitch, lock string
 	var hidden bool
+	var err error
 	err = inSandbox(n.Path(), func(s *sandbox) error {
 		hidden = s.hidden
 		if nsswitch, err = s.run("/bin/cat", "", "/etc/nsswitch.conf"); err != nil {
@@ -85,11 +79,7 @@ func TestChildPath(t *testing.T) {
 // TestSandboxPanic: a panic on the sandbox thread reaches the caller's
 // goroutine, where a recover (the plugin's) can catch it.
 func TestSandboxPanic(t *testing.T) {
-	n, err := testutils.NewNS()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = testenv.RemoveNS(n) })
+	n := testenv.NewNS(t)
 	defer func() {
 		if r := recover(); r != "boom" {
 			t.Errorf("recovered %v, want boom", r)

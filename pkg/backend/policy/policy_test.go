@@ -7,7 +7,6 @@ import (
 	"testing"
 
 	"github.com/containernetworking/plugins/pkg/ns"
-	"github.com/containernetworking/plugins/pkg/testutils"
 
 	"github.com/mesh-cni/mesh-cni/pkg/rules"
 	"github.com/mesh-cni/mesh-cni/pkg/testenv"
@@ -17,14 +16,7 @@ import (
 // runtime's loopback plugin ran.
 func newNetns(t *testing.T) (ns.NetNS, *os.File) {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root for network namespaces")
-	}
-	n, err := testutils.NewNS()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = testenv.RemoveNS(n) })
+	n := testenv.NewNS(t)
 	f, err := os.Open(n.Path())
 	if err != nil {
 		t.Fatal(err)
