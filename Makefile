@@ -15,7 +15,7 @@ BIN := $(CURDIR)/bin
 # on a loaded 2-core machine.
 GOTEST := $(GO) test -count=1 -p 2 -timeout 30m
 
-.PHONY: release release-tools chart-readme bench-plugin bench-podcache all build deps k8s-bins istio-bins istio-goldens test test-unit test-fuzz bench bench-agent clean image image-tar chart-lint kustomize-base generate test-chart bench-chart
+.PHONY: lint release release-tools chart-readme bench-plugin bench-podcache all build deps k8s-bins istio-bins istio-goldens test test-unit test-fuzz bench bench-agent clean image image-tar chart-lint kustomize-base generate test-chart bench-chart
 
 all: build
 
@@ -32,8 +32,15 @@ build:
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/mesh-cni-validator ./validator
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/mesh-cni-metrics-proxy ./metricsproxy
 
-## test: every test (the README's test command)
-test: deps build k8s-bins istio-bins release-tools test-unit test-fuzz test-chart test-e2e-ci
+## test: every test (the README's test command); lint first, it fails fast
+test: lint deps build k8s-bins istio-bins release-tools test-unit test-fuzz test-chart test-e2e-ci
+
+## lint: go vet (the e2e suite with its build tag too), then golangci-lint with .golangci.yml
+## (pinned in hack/lint/go.mod, built once by hack/build-tools.sh)
+lint:
+	$(GO) vet ./...
+	$(GO) vet -tags e2e ./e2e
+	$$(bash hack/build-tools.sh golangci-lint | tail -n1)/golangci-lint run ./...
 
 ## k8s-bins: etcd, kube-apiserver, kube-controller-manager, kubectl for the API-server tests (pkg/testenv), built from source, cached in $(MESH_CNI_CACHE)/k8s
 K8S_BINS ?= etcd kube-apiserver kube-controller-manager kubectl

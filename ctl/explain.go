@@ -107,7 +107,7 @@ would fail with) or the cluster cannot be read; 2 for a usage error.`,
 func fromCluster(cmd *cobra.Command, kube *genericclioptions.ConfigFlags, timeout time.Duration, arg string, o *explain.Options) (string, error) {
 	ns, name, ok := strings.Cut(arg, "/")
 	if !ok {
-		ns, name = "", arg
+		name = arg
 		var err error
 		if ns, _, err = kube.ToRawKubeConfigLoader().Namespace(); err != nil {
 			return "", fmt.Errorf("namespace from the kubeconfig: %w", err)

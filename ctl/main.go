@@ -65,7 +65,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if errors.As(err, &ue) || strings.HasPrefix(err.Error(), "unknown command") {
 		fmt.Fprintf(stderr, "%s: %v\n\n", root.Name(), err)
 		cmd.SetOut(stderr)
-		cmd.Usage()
+		_ = cmd.Usage() // the error above is the message
 		return exitUsage
 	}
 	fmt.Fprintf(stderr, "%s: %v\n", root.Name(), err)

@@ -35,7 +35,7 @@ func addOutput(cmd *cobra.Command) *output {
 	o.jsonYAML.AddFlags(cmd)
 	o.jsonPath.AddFlags(cmd)
 	cmd.Flags().StringVarP(&o.format, "output", "o", "", "output format: text, wide, json, yaml, jsonpath=..., jsonpath-as-json=..., jsonpath-file=... (default text)")
-	cmd.RegisterFlagCompletionFunc("output", func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
+	_ = cmd.RegisterFlagCompletionFunc("output", func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
 		return []string{"text", "wide", "json", "yaml", "jsonpath=", "jsonpath-as-json=", "jsonpath-file="}, cobra.ShellCompDirectiveNoFileComp | cobra.ShellCompDirectiveNoSpace
 	})
 	return o

@@ -7,7 +7,6 @@
 package e2e
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -105,5 +104,3 @@ func getenv(k, def string) string {
 	}
 	return def
 }
-
-func background() context.Context { return context.Background() }

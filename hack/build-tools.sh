@@ -1,18 +1,22 @@
 #!/usr/bin/env bash
-# Builds the release tools pinned in the module hack/tools (its go.mod's
-# `tool` directives; kept apart so the product's go.mod never links them):
+# Builds the Go tools pinned by `tool` directives in a module of their own
+# (kept apart so the product's go.mod never links them):
 #
 #   hack/build-tools.sh [tool...]
 #
-# Tools: crane cosign registry helm-docs (default: all). Binaries are
-# static and land in $MESH_CNI_CACHE/release-tools/<key>/bin, where <key>
-# hashes the Go version, hack/tools/go.mod and go.sum: bumping a pin there
-# builds a fresh set, nothing is installed by hand. The last line of stdout
-# is that directory: bin=$(hack/build-tools.sh crane | tail -n1). Logs go to
-# stderr.
+# Release tools, module hack/tools: crane cosign registry helm-docs (the
+# default: all four). The linter, module hack/lint: golangci-lint. It has a
+# module of its own because its dependency graph would move the versions
+# the release tools share with it (golang.org/x/..., cloud.google.com/...).
+# Binaries are static and land in $MESH_CNI_CACHE/<set>/<key>/bin, where
+# <set> is release-tools or lint-tools and <key> hashes the Go version, the
+# build flags and the module's go.mod and go.sum: bumping a pin builds a
+# fresh set, nothing is installed by hand. One call builds tools of one
+# module. The last line of stdout is that directory:
+# bin=$(hack/build-tools.sh crane | tail -n1). Logs go to stderr.
 set -euo pipefail
 
-MOD=$(cd "$(dirname "$0")/tools" && pwd)
+HACK=$(cd "$(dirname "$0")" && pwd)
 CACHE=${MESH_CNI_CACHE:-/var/cache/mesh-cni}
 GO=${GO:-go}
 
@@ -21,7 +25,11 @@ declare -A pkg=(
   [cosign]=github.com/sigstore/cosign/v2/cmd/cosign
   [registry]=github.com/distribution/distribution/v3/cmd/registry
   [helm-docs]=github.com/norwoodj/helm-docs/cmd/helm-docs
+  [golangci-lint]=github.com/golangci/golangci-lint/v2/cmd/golangci-lint
 )
+# The module (under hack/) and cache set of each tool; the default is tools.
+declare -A mod=([golangci-lint]=lint)
+declare -A set=([tools]=release-tools [lint]=lint-tools)
 all=(crane registry cosign helm-docs)
 
 log() { echo "build-tools: $*" >&2; }
@@ -29,9 +37,15 @@ die() { log "error: $*"; exit 1; }
 
 want=("$@")
 [ ${#want[@]} -gt 0 ] || want=("${all[@]}")
+modname=
 for t in "${want[@]}"; do
-  [ -n "${pkg[$t]:-}" ] || die "unknown tool $t (known: ${all[*]})"
+  [ -n "${pkg[$t]:-}" ] || die "unknown tool $t (known: ${all[*]} golangci-lint)"
+  m=${mod[$t]:-tools}
+  [ -z "$modname" ] || [ "$modname" = "$m" ] ||
+    die "$t is pinned in hack/$m, ${want[0]} in hack/$modname: build them in two calls"
+  modname=$m
 done
+MOD=$HACK/$modname
 command -v "$GO" >/dev/null || die "go is not installed"
 
 key=$(
@@ -41,7 +55,7 @@ key=$(
     cd "$MOD" && sha256sum go.mod go.sum
   } | sha256sum | cut -c1-16
 )
-ROOT="$CACHE/release-tools/$key"
+ROOT="$CACHE/${set[$modname]}/$key"
 BIN="$ROOT/bin"
 mkdir -p "$BIN"
 

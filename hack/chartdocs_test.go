@@ -1,6 +1,7 @@
 package hack
 
 import (
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -20,7 +21,7 @@ func TestChartReadmeGenerated(t *testing.T) {
 	cmd := exec.Command(filepath.Join(lastLine(out), "helm-docs"), helmDocsArgs("../charts/mesh-cni", "--dry-run")...)
 	var stderr []byte
 	got, err := cmd.Output()
-	if ee, ok := err.(*exec.ExitError); ok {
+	if ee := (*exec.ExitError)(nil); errors.As(err, &ee) {
 		stderr = ee.Stderr
 	}
 	if err != nil {

@@ -190,3 +190,34 @@ func TestChartToolsBuildsFromEmpty(t *testing.T) {
 		t.Fatalf("temp dirs left: %q", left)
 	}
 }
+
+// golangci-lint is built from its own module (hack/lint) into its own cache
+// set, the release tools from hack/tools; one call never mixes the two.
+func TestBuildToolsModules(t *testing.T) {
+	s := newScriptEnv(t)
+	for _, c := range []struct{ tool, mod, set string }{
+		{"golangci-lint", "hack/lint", "lint-tools"},
+		{"crane", "hack/tools", "release-tools"},
+	} {
+		cmd := exec.Command("bash", "build-tools.sh", c.tool)
+		cmd.Env = s.env
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("build-tools.sh %s: %v", c.tool, err)
+		}
+		dir := lastLine(out)
+		if filepath.Base(filepath.Dir(filepath.Dir(dir))) != c.set {
+			t.Errorf("%s landed in %s, want a dir under %s", c.tool, dir, c.set)
+		}
+		log, _ := os.ReadFile(s.log)
+		if !strings.Contains(string(log), c.mod+": build") {
+			t.Errorf("%s was not built in %s:\n%s", c.tool, c.mod, log)
+		}
+		_ = os.Remove(s.log)
+	}
+	cmd := exec.Command("bash", "build-tools.sh", "crane", "golangci-lint")
+	cmd.Env = s.env
+	if out, err := cmd.CombinedOutput(); err == nil || !strings.Contains(string(out), "two calls") {
+		t.Errorf("a call naming tools of both modules: err %v, output %s", err, out)
+	}
+}

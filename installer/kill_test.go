@@ -103,8 +103,8 @@ func TestKill9RealAgent(t *testing.T) {
 				l, err = libcni.ConfListFromBytes(data)
 			} else {
 				var c *libcni.NetworkConfig
-				if c, err = libcni.ConfFromBytes(data); err == nil {
-					l, err = libcni.ConfListFromConf(c)
+				if c, err = libcni.ConfFromBytes(data); err == nil { //nolint:staticcheck // primaries still write .conf files; only this reads them
+					l, err = libcni.ConfListFromConf(c) //nolint:staticcheck // primaries still write .conf files; only this reads them
 				}
 			}
 			if err != nil {

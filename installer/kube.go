@@ -183,7 +183,6 @@ func (p *dsProbe) get(ctx context.Context) (string, error) {
 	switch {
 	case apierrors.IsNotFound(err):
 		p.see(true, "not found")
-		err = nil
 	case err == nil:
 		p.see(ds.DeletionTimestamp != nil, "being deleted")
 	default:

@@ -69,9 +69,9 @@ func pinnedVersion(name string) (string, error) {
 	if err != nil {
 		var ee *exec.ExitError
 		if errors.As(err, &ee) {
-			return "", fmt.Errorf("hack/pin.sh %s: %v: %s", name, err, ee.Stderr)
+			return "", fmt.Errorf("hack/pin.sh %s: %w: %s", name, err, ee.Stderr)
 		}
-		return "", fmt.Errorf("hack/pin.sh %s: %v", name, err)
+		return "", fmt.Errorf("hack/pin.sh %s: %w", name, err)
 	}
 	v := strings.TrimSpace(string(out))
 	if v == "" {
@@ -98,7 +98,7 @@ func buildUpstreamPlugins() (string, error) {
 	cmd := exec.Command("go", args...)
 	cmd.Env = append(os.Environ(), "GOBIN="+dir, "CGO_ENABLED=0", "GOFLAGS=")
 	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("go %s: %v\n%s", strings.Join(args, " "), err, out)
+		return "", fmt.Errorf("go %s: %w\n%s", strings.Join(args, " "), err, out)
 	}
 	return dir, nil
 }

@@ -56,7 +56,7 @@ func execPlugin(t *testing.T, command, netns string, conf map[string]any) ([]byt
 	took := time.Since(start)
 	ru, _ := cmd.ProcessState.SysUsage().(*syscall.Rusage)
 	if err != nil {
-		err = fmt.Errorf("%s: %v: %s", command, err, out)
+		err = fmt.Errorf("%s: %w: %s", command, err, out)
 	}
 	return out, took, ru, err
 }

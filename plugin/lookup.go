@@ -49,7 +49,7 @@ func lookupPod(ctx context.Context, agentSocket, kubeconfig, ns, name, uid strin
 		if aerr != nil && !errors.Is(aerr, podget.ErrOtherUID) {
 			// Keep what the agent said before: an earlier pod says more
 			// than the deadline that cut the next ask.
-			aerr = fmt.Errorf("%w (asked again: %v)", stale, aerr)
+			aerr = fmt.Errorf("%w (asked again: %v)", stale, aerr) //nolint:errorlint // the second error is context, not a cause to match
 			break
 		}
 	}
@@ -61,7 +61,7 @@ func lookupPod(ctx context.Context, agentSocket, kubeconfig, ns, name, uid strin
 	if kerr == nil {
 		return pod, nil
 	}
-	return mesh.Pod{}, fmt.Errorf("agent socket: %v; API: %v", aerr, kerr)
+	return mesh.Pod{}, fmt.Errorf("agent socket: %v; API: %v", aerr, kerr) //nolint:errorlint // both failed: neither is a cause to match
 }
 
 // reaskPause spaces the asks of an agent whose cache holds an earlier pod

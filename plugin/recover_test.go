@@ -40,7 +40,7 @@ func TestGuardedPanic(t *testing.T) {
 		})
 	}
 	want := errors.New("plain failure")
-	if err := guarded(func(*skel.CmdArgs) error { return want })(&skel.CmdArgs{}); err != want {
+	if err := guarded(func(*skel.CmdArgs) error { return want })(&skel.CmdArgs{}); err != want { //nolint:errorlint // the very error, unwrapped
 		t.Errorf("a returned error came back as %v", err)
 	}
 	if err := guarded(func(*skel.CmdArgs) error { return nil })(&skel.CmdArgs{}); err != nil {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -91,7 +92,7 @@ func runIn(t *testing.T, ns string, uid int, args ...string) (int, string) {
 	cmd := exec.Command("ip", argv...)
 	cmd.Env = append(os.Environ(), childEnv+"="+strings.Join(args, " "))
 	out, err := cmd.CombinedOutput()
-	if ee, ok := err.(*exec.ExitError); ok {
+	if ee := (*exec.ExitError)(nil); errors.As(err, &ee) {
 		return ee.ExitCode(), string(out)
 	} else if err != nil {
 		t.Fatal(err)

@@ -98,7 +98,7 @@ func execRules(netns string, f rules.Family, restore string) error {
 		}
 		cmd := exec.Command("nsenter", append([]string{"--net=" + netns, bin}, argv...)...)
 		if out, err := cmd.CombinedOutput(); err != nil {
-			return fmt.Errorf("%s %v: %v: %s", bin, argv, err, out)
+			return fmt.Errorf("%s %v: %w: %s", bin, argv, err, out)
 		}
 	}
 	return nil
@@ -144,7 +144,7 @@ func cmdDel(args *skel.CmdArgs) error {
 		for _, table := range []string{"nat", "mangle"} {
 			out, err := exec.Command("nsenter", "--net="+args.Netns, bin+"-save", "-t", table).Output()
 			if err != nil {
-				return nil // netns gone
+				return nil //nolint:nilerr // netns gone: nothing to save
 			}
 			for _, line := range strings.Split(string(out), "\n") {
 				if strings.HasPrefix(line, "-A ") && !strings.HasPrefix(line, "-A MESH_") {

@@ -93,7 +93,7 @@ func render(results [][]result, runs []run, chains []chain, pluginBin, istioBin 
 	// 32-way burst has just driven it up.
 	if l := strings.Fields(string(startLoad)); len(l) > 0 {
 		var avg float64
-		fmt.Sscan(l[0], &avg)
+		_, _ = fmt.Sscan(l[0], &avg) // unreadable: 0, no warning
 		if avg > float64(runtime.NumCPU()) {
 			fmt.Fprintf(&b, "\n**This run shared the machine with other work (load average %.1f on %d CPUs before it started).** Every row\n"+
 				"is slowed, unevenly; compare rows within one table, and the two ptp-only rows to see the drift.\n", avg, runtime.NumCPU())

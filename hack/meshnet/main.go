@@ -61,7 +61,7 @@ func main() {
 		UpdateFunc: func(_, n any) { poke(n) },
 		DeleteFunc: poke,
 	}); err != nil {
-		log.Fatalf("node informer: %v", err)
+		log.Fatalf("node informer: %v", err) //nolint:gocritic // the process ends: nothing for cancel to undo
 	}
 	factory.Start(ctx.Done())
 	factory.WaitForCacheSync(ctx.Done())

@@ -54,7 +54,7 @@ func TestReportHoldsThenClosesPassedFDs(t *testing.T) {
 			}
 			readEnds = append(readEnds, r)
 			fds = append(fds, int(w.Fd()))
-			defer w.Close() // our copy; the datagram holds its own
+			defer w.Close() //nolint:gocritic // our copy, open until the datagram is sent after the loop
 		}
 		var oob []byte
 		if n > 0 {
@@ -107,7 +107,7 @@ func TestReportHoldsThenClosesPassedFDs(t *testing.T) {
 		"report, no event": send([]byte(`{"cmd":"DEL"}`), 1),
 	} {
 		for i, r := range ends {
-			if err := read(r, testenv.Timeout()); err != io.EOF {
+			if err := read(r, testenv.Timeout()); !errors.Is(err, io.EOF) {
 				t.Fatalf("%s: passed fd %d of %d still open in the agent (%v)", what, i+1, len(ends), err)
 			}
 		}

@@ -56,7 +56,7 @@ func ServeReportsTo(ctx context.Context, path string, log *slog.Logger, on func(
 		n, oobn, _, _, err := conn.ReadMsgUnix(buf, oob)
 		if err != nil {
 			if ctx.Err() != nil {
-				return nil
+				return nil //nolint:nilerr // the read failed because we are stopping
 			}
 			return fmt.Errorf("read report socket: %w", err)
 		}

@@ -23,7 +23,7 @@ func detect() (Backend, error) {
 	}
 	b, err := iptablesFallback()
 	if err != nil {
-		return nil, fmt.Errorf("no usable backend: nftables: %v; %w", nftErr, err)
+		return nil, fmt.Errorf("no usable backend: nftables: %v; %w", nftErr, err) //nolint:errorlint // the second error is context, not a cause to match
 	}
 	return fellBack{Backend: b, from: nftables.Name}, nil
 }
@@ -89,11 +89,11 @@ func (a *auto) Apply(netnsPath string, rs rules.RuleSet) error {
 	}
 	fb, ferr := a.fallback()
 	if ferr != nil {
-		return fmt.Errorf("%w (no iptables to fall back to: %v)", err, ferr)
+		return fmt.Errorf("%w (no iptables to fall back to: %v)", err, ferr) //nolint:errorlint // the second error is context, not a cause to match
 	}
 	a.used = fb
 	if ferr := fb.Apply(netnsPath, rs); ferr != nil {
-		return fmt.Errorf("%s: %w (after %s: %v)", fb.Name(), ferr, a.primary.Name(), err)
+		return fmt.Errorf("%s: %w (after %s: %v)", fb.Name(), ferr, a.primary.Name(), err) //nolint:errorlint // the second error is context, not a cause to match
 	}
 	return nil
 }

@@ -79,9 +79,9 @@ type RuntimeConfig struct {
 type K8sArgs struct {
 	types.CommonArgs
 	K8S_POD_NAMESPACE          types.UnmarshallableString //nolint:revive,stylecheck // CNI_ARGS key
-	K8S_POD_NAME               types.UnmarshallableString //nolint:revive,stylecheck
-	K8S_POD_INFRA_CONTAINER_ID types.UnmarshallableString //nolint:revive,stylecheck
-	K8S_POD_UID                types.UnmarshallableString //nolint:revive,stylecheck
+	K8S_POD_NAME               types.UnmarshallableString //nolint:revive,stylecheck // CNI_ARGS key
+	K8S_POD_INFRA_CONTAINER_ID types.UnmarshallableString //nolint:revive,stylecheck // CNI_ARGS key
+	K8S_POD_UID                types.UnmarshallableString //nolint:revive,stylecheck // CNI_ARGS key
 }
 
 // ParseArgs parses CNI_ARGS. Unknown keys are accepted only with

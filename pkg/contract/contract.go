@@ -32,7 +32,7 @@ func ImageIDs(annotations map[string]string) (map[string]Image, error) {
 	if v == "" {
 		return out, nil
 	}
-	bad := fmt.Errorf("annotation %s=%q: want name=uid:gid[+group...],...", ImageIDsAnnotation, v)
+	bad := fmt.Errorf("annotation %s=%q: want name=uid:gid[+group...],...", ImageIDsAnnotation, v) //nolint:staticcheck // the "..." is the syntax
 	for _, item := range strings.Split(v, ",") {
 		name, ids, ok := strings.Cut(strings.TrimSpace(item), "=")
 		u, rest, ok2 := strings.Cut(ids, ":")

@@ -175,7 +175,7 @@ func checkIstioOutbound(t *testing.T, path string, s *rules.Spec, pod *corev1.Po
 			t.Fatalf("excludeOutboundPorts %q: %v", want, err)
 		}
 		if !slices.ContainsFunc(s.IgnoreOutbound, func(r rules.PortRange) bool {
-			return uint16(p) >= r.First && uint16(p) <= r.Last
+			return p >= uint64(r.First) && p <= uint64(r.Last)
 		}) {
 			t.Errorf("%s: outbound port %d is redirected; Istio excludes it (%v excluded)", path, p, s.IgnoreOutbound)
 		}

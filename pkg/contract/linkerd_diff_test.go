@@ -234,7 +234,7 @@ func restoreIn(tp *testenv.Topo, rules []string) error {
 	var stderr bytes.Buffer
 	cmd.Stdin, cmd.Stderr = strings.NewReader(in), &stderr
 	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("iptables-nft-restore: %v: %s", err, strings.TrimSpace(stderr.String()))
+		return fmt.Errorf("iptables-nft-restore: %w: %s", err, strings.TrimSpace(stderr.String()))
 	}
 	return nil
 }

@@ -283,9 +283,8 @@ type dest struct {
 }
 
 type ifaceAddrs struct {
-	name            string
-	pod, peer       map[bool]string // by "is IPv6"
-	podNet, peerNet []string
+	name      string
+	pod, peer map[bool]string // by "is IPv6"
 }
 
 // newProbes chooses the destinations and ports the promise speaks of,

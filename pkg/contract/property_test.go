@@ -49,6 +49,7 @@ func genPod(pick func(n int) int) (*mesh.APIPod, map[string]Image) {
 	if pick(2) == 0 {
 		apps = append(apps, mesh.APIContainer{Name: "helper", SecurityContext: sc()})
 	}
+	//nolint:gocritic // a new list: the apps, then the proxy
 	p.Spec.Containers = append(apps, proxy)
 	if pick(2) == 0 { // native sidecar form
 		proxy.RestartPolicy = "Always"

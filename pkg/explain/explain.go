@@ -479,7 +479,7 @@ func writeSpec(w io.Writer, s rules.Spec) {
 	if lo := fams6(s.LoopbackAddrs, s.Families); len(lo) > 0 {
 		line("lo addresses", "%s added before the rules, left at DEL", prefixesOr(lo, "none"))
 	}
-	w.Write(b.Bytes())
+	_, _ = w.Write(b.Bytes())
 }
 
 // fams6 keeps the prefixes of the families programmed.

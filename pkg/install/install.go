@@ -248,7 +248,7 @@ func (in *Installer) Reconcile() (Result, error) {
 func (in *Installer) resolveLink(primary string) (string, error) {
 	fi, err := os.Lstat(primary)
 	if err != nil || fi.Mode()&os.ModeSymlink == 0 {
-		return primary, nil
+		return primary, nil //nolint:nilerr // not a link we can see: edit the path itself
 	}
 	target, err := filepath.EvalSymlinks(primary)
 	if err != nil {
@@ -270,7 +270,7 @@ func (in *Installer) resolveLink(primary string) (string, error) {
 func unchanged(path string, data []byte) error {
 	cur, err := os.ReadFile(path)
 	if err != nil {
-		return fmt.Errorf("%w: %s: %v", ErrSettling, filepath.Base(path), err)
+		return fmt.Errorf("%w: %s: %v", ErrSettling, filepath.Base(path), err) //nolint:errorlint // the second error is context, not a cause to match
 	}
 	if !bytes.Equal(cur, data) {
 		return fmt.Errorf("%w: %s changed while being chained", ErrSettling, filepath.Base(path))
@@ -485,7 +485,7 @@ func (in *Installer) reconcileSubdir(primary string, data []byte) (Result, error
 	path := filepath.Join(in.cfg.ConfDir, rel)
 	res.Conf = path
 	var entry bytes.Buffer
-	json.Indent(&entry, in.cfg.Entry, "", "  ")
+	_ = json.Indent(&entry, in.cfg.Entry, "", "  ") // config.Load's JSON
 	entry.WriteByte('\n')
 	if cur, err := os.ReadFile(path); err == nil && bytes.Equal(cur, entry.Bytes()) {
 		return res, nil

@@ -62,7 +62,7 @@ func checkListing(dir string) (chained bool, found int, err error) {
 	}
 	for _, e := range ents {
 		name := e.Name()
-		if e.IsDir() || strings.HasPrefix(name, ".") || !strings.Contains(".conf.conflist.json", filepath.Ext(name)) {
+		if e.IsDir() || strings.HasPrefix(name, ".") || !strings.Contains(".conf.conflist.json", filepath.Ext(name)) { //nolint:gocritic // is the extension one of these
 			continue
 		}
 		p := filepath.Join(dir, name)
@@ -74,7 +74,7 @@ func checkListing(dir string) (chained bool, found int, err error) {
 			return false, 0, err
 		}
 		if _, err := parseConfig(p, data); err != nil {
-			return false, 0, fmt.Errorf("%s is not a loadable config (%d bytes): %v\n%s", name, len(data), err, data)
+			return false, 0, fmt.Errorf("%s is not a loadable config (%d bytes): %w\n%s", name, len(data), err, data)
 		}
 		if ours, _ := pluginsOfType(data, "mesh-cni"); len(ours) > 0 {
 			chained = true

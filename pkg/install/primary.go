@@ -122,14 +122,14 @@ func parseConfig(path string, data []byte) (*libcni.NetworkConfigList, error) {
 		}
 		return l, nil
 	}
-	c, err := libcni.ConfFromBytes(data)
+	c, err := libcni.ConfFromBytes(data) //nolint:staticcheck // primaries still write .conf files; only this reads them
 	if err != nil {
 		if strings.Contains(err.Error(), "missing 'type'") {
 			return nil, fmt.Errorf("%w; perhaps this is a .conflist", err)
 		}
 		return nil, err
 	}
-	return libcni.ConfListFromConf(c)
+	return libcni.ConfListFromConf(c) //nolint:staticcheck // primaries still write .conf files; only this reads them
 }
 
 // describeSkipped says why the files before the primary were not used.

@@ -68,7 +68,7 @@ func judgeIstio(cfg Config, base rules.Spec, pod Pod) (judgement, error) {
 		}
 		var st istioStatus
 		if err := json.Unmarshal([]byte(raw), &st); err != nil {
-			return judgement{v: needSpec}, nil // the spec is the truth
+			return judgement{v: needSpec}, nil //nolint:nilerr // an unreadable status: the spec is the truth
 		}
 		if slices.Contains(st.InitContainers, IstioInit) {
 			return judgement{v: skipped, reason: ReasonInitContainerMode}, nil

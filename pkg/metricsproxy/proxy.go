@@ -175,7 +175,7 @@ func (s *Server) Serve(ctx context.Context) error {
 		<-ctx.Done()
 		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
-		s.srv.Shutdown(sctx)
+		_ = s.srv.Shutdown(sctx) // stopping anyway
 	}()
 	if err := s.srv.Serve(s.ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return fmt.Errorf("metrics proxy: %w", err)

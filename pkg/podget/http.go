@@ -62,7 +62,7 @@ func Get(ctx context.Context, conn net.Conn, host, path string, header map[strin
 
 func ctxErr(ctx context.Context, err error) error {
 	if err != nil && ctx.Err() != nil {
-		return fmt.Errorf("%w (%v)", ctx.Err(), err)
+		return fmt.Errorf("%w (%v)", ctx.Err(), err) //nolint:errorlint // the second error is context, not a cause to match
 	}
 	return err
 }
@@ -84,7 +84,7 @@ func readLine(r *bufio.Reader, left *int) (string, error) {
 		}
 		*left -= len(frag)
 		line = append(line, frag...)
-		if err != bufio.ErrBufferFull {
+		if !errors.Is(err, bufio.ErrBufferFull) {
 			return string(line), err
 		}
 	}

@@ -107,14 +107,14 @@ func Run(ctx context.Context, bin, kubeconfig, ns, name, uid string) (mesh.Pod, 
 		return mesh.Pod{}, fmt.Errorf("%w (%s stopped at the deadline)", ctx.Err(), Binary)
 	}
 	if err != nil {
-		return mesh.Pod{}, fmt.Errorf("%s: %v: %s", Binary, err, strings.TrimSpace(stderr.buf.String()))
+		return mesh.Pod{}, fmt.Errorf("%s: %w: %s", Binary, err, strings.TrimSpace(stderr.buf.String()))
 	}
 	if stdout.over {
 		return mesh.Pod{}, fmt.Errorf("%s: answer larger than %d bytes", Binary, maxOut)
 	}
 	var res Result
 	if err := json.Unmarshal(stdout.buf.Bytes(), &res); err != nil {
-		return mesh.Pod{}, fmt.Errorf("%s: undecodable answer %q: %v", Binary, Trim(stdout.buf.Bytes()), err)
+		return mesh.Pod{}, fmt.Errorf("%s: undecodable answer %q: %w", Binary, Trim(stdout.buf.Bytes()), err)
 	}
 	if err := res.Err(); err != nil {
 		return mesh.Pod{}, err

@@ -477,7 +477,7 @@ func eventuallyErr(t *testing.T, what string, cond func() bool, last *error) {
 	t.Helper()
 	testenv.Eventually(t, "waiting for "+what, func() error {
 		if !cond() {
-			return fmt.Errorf("last: %v", *last)
+			return fmt.Errorf("last: %w", *last)
 		}
 		return nil
 	})

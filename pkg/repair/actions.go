@@ -27,7 +27,7 @@ const (
 func (c *controller) handle(ctx context.Context, key string) (retry bool, err error) {
 	obj, exists, err := c.informer.GetStore().GetByKey(key)
 	if err != nil || !exists {
-		return false, nil
+		return false, nil //nolint:nilerr // gone from the store: nothing to repair
 	}
 	pod := obj.(*corev1.Pod)
 	v, term, broken := Broken(pod, c.opts.Validators)
@@ -38,7 +38,7 @@ func (c *controller) handle(ctx context.Context, key string) (retry bool, err er
 		return false, nil
 	}
 	if err := c.limiter.Wait(ctx); err != nil {
-		return false, nil // ctx ended
+		return false, nil //nolint:nilerr // ctx ended: stopping, not failing
 	}
 	why := fmt.Sprintf("init container %s exited %d: the pod started without traffic redirection", v.Container, term.ExitCode)
 

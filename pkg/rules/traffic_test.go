@@ -2,6 +2,7 @@ package rules
 
 import (
 	"bufio"
+	"context"
 	"encoding/binary"
 	"fmt"
 	"io"
@@ -71,14 +72,14 @@ func helper(spec string) int {
 				return serr
 			}}
 			if strings.HasPrefix(network, "udp") {
-				pc, err := lc.ListenPacket(nil, network, addr)
+				pc, err := lc.ListenPacket(context.Background(), network, addr)
 				if err != nil {
 					return fail(err)
 				}
 				pcs = append(pcs, pc)
 				continue
 			}
-			ln, err := lc.Listen(nil, network, addr)
+			ln, err := lc.Listen(context.Background(), network, addr)
 			if err != nil {
 				return fail(err)
 			}

@@ -104,7 +104,7 @@ func buildInto(dir, pkg, name string) error {
 	build := exec.Command("go", "build", "-trimpath", "-o", filepath.Join(dir, name), Module+"/"+pkg)
 	build.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := build.CombinedOutput(); err != nil {
-		return fmt.Errorf("build %s: %v\n%s", pkg, err, out)
+		return fmt.Errorf("build %s: %w\n%s", pkg, err, out)
 	}
 	return nil
 }

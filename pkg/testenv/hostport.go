@@ -31,7 +31,7 @@ func hostPortFree(p int) bool {
 	var closers []func() error
 	defer func() {
 		for _, c := range closers {
-			c()
+			_ = c()
 		}
 	}()
 	for _, nw := range []string{"tcp4", "tcp6"} {

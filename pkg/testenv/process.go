@@ -106,7 +106,7 @@ func (p *process) waitFor(ctx context.Context, what string, ok func(context.Cont
 		}
 		select {
 		case <-p.done:
-			return fmt.Errorf("%s exited before %s (%v); log %s:\n%s", p.name, what, p.err, p.log, p.logTail())
+			return fmt.Errorf("%s exited before %s (%w); log %s:\n%s", p.name, what, p.err, p.log, p.logTail())
 		case <-ctx.Done():
 			return fmt.Errorf("%s: %s: %w; log %s:\n%s", p.name, what, ctx.Err(), p.log, p.logTail())
 		case <-tick.C:

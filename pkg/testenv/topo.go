@@ -252,12 +252,12 @@ func connect(proxy string, n ns.NetNS, cred *syscall.Credential, udp bool, sourc
 	var out, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &stderr
 	if err := n.Do(func(ns.NetNS) error { return cmd.Run() }); err != nil {
-		return Record{}, fmt.Errorf("connect %s:%d: %v: %s", host, port, err, strings.TrimSpace(stderr.String()))
+		return Record{}, fmt.Errorf("connect %s:%d: %w: %s", host, port, err, strings.TrimSpace(stderr.String()))
 	}
 	var r Record
 	line, _ := bufio.NewReader(&out).ReadBytes('\n')
 	if err := json.Unmarshal(line, &r); err != nil {
-		return Record{}, fmt.Errorf("connect %s:%d: answer %q: %v", host, port, out.String(), err)
+		return Record{}, fmt.Errorf("connect %s:%d: answer %q: %w", host, port, out.String(), err)
 	}
 	return r, nil
 }

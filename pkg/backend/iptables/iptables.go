@@ -194,7 +194,7 @@ func (b *Backend) Apply(netnsPath string, rs rules.RuleSet) error {
 
 func (b *Backend) fail(netnsPath string, err error) error {
 	if derr := b.Delete(netnsPath); derr != nil {
-		return fmt.Errorf("%w (and removing our rules after the failure: %v)", err, derr)
+		return fmt.Errorf("%w (and removing our rules after the failure: %v)", err, derr) //nolint:errorlint // the second error is context, not a cause to match
 	}
 	return err
 }

@@ -29,7 +29,7 @@ func (b *Backend) Check(netnsPath string, rs rules.RuleSet) error {
 	if err != nil {
 		return err
 	}
-	defer c.CloseLasting()
+	defer func() { _ = c.CloseLasting() }()
 	have, err := c.ListChainsOfTableFamily(table.Family)
 	if err != nil {
 		return fmt.Errorf("list nftables chains: %w", err)

@@ -77,7 +77,7 @@ func (b *Backend) Apply(netnsPath string, rs rules.RuleSet) error {
 // fail removes whatever of ours the netns holds and returns err.
 func (b *Backend) fail(netnsPath string, err error) error {
 	if derr := b.Delete(netnsPath); derr != nil {
-		return fmt.Errorf("%w (and removing our rules after the failure: %v)", err, derr)
+		return fmt.Errorf("%w (and removing our rules after the failure: %v)", err, derr) //nolint:errorlint // the second error is context, not a cause to match
 	}
 	return err
 }
@@ -127,7 +127,7 @@ func transaction(nsfd int, rs rules.RuleSet, replace bool) error {
 	if err != nil {
 		return err
 	}
-	defer c.CloseLasting()
+	defer func() { _ = c.CloseLasting() }()
 	t := &nftables.Table{Name: table.Name, Family: table.Family}
 	if replace {
 		c.DelTable(table)
@@ -230,7 +230,7 @@ func (b *Backend) Delete(netnsPath string) error {
 	if err != nil {
 		return err
 	}
-	defer c.CloseLasting()
+	defer func() { _ = c.CloseLasting() }()
 	exists, err := haveTable(c)
 	if err != nil {
 		return err
@@ -274,7 +274,7 @@ func Available() error {
 	if err != nil {
 		return err
 	}
-	defer c.CloseLasting()
+	defer func() { _ = c.CloseLasting() }()
 	if _, err := c.ListTablesOfFamily(nftables.TableFamilyINet); err != nil {
 		return fmt.Errorf("kernel has no nf_tables: %w", err)
 	}
