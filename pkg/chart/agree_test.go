@@ -153,7 +153,7 @@ func TestLinkerdCompatPortsDefault(t *testing.T) {
 		t.Fatal(err)
 	}
 	conf := pluginConf(t, render(t, "", "", map[string]any{"ignoreInboundPorts": "25"}))
-	if got, want := conf.Meshes[mesh.Linkerd].IgnoreInbound, append(d.IgnoreInbound, "25"); !slices.Equal(got, want) {
+	if got, want := conf.Meshes[mesh.Linkerd].IgnoreInbound, append(slices.Clone(d.IgnoreInbound), "25"); !slices.Equal(got, want) {
 		t.Errorf("ignoreInboundPorts %v, want %v", got, want)
 	}
 }
