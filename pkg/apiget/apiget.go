@@ -129,7 +129,7 @@ func parseKubeconfig(path string, b []byte, read func(string) ([]byte, error)) (
 		}
 		found = true
 		u, err := url.Parse(c.Cluster.Server)
-		if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+		if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Hostname() == "" {
 			return nil, fmt.Errorf("kubeconfig %s: bad server %q", path, c.Cluster.Server)
 		}
 		ac.scheme, ac.host, ac.prefix = u.Scheme, u.Host, strings.TrimSuffix(u.Path, "/")
