@@ -117,9 +117,16 @@ func readResponse(r *bufio.Reader) (int, []byte, error) {
 		v = strings.TrimSpace(v)
 		switch strings.ToLower(k) {
 		case "content-length":
-			if length, err = strconv.ParseInt(v, 10, 64); err != nil || length < 0 {
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil || n < 0 {
 				return 0, nil, fmt.Errorf("bad Content-Length %q", v)
 			}
+			// Two different lengths: which one frames the body is anyone's
+			// guess, so the answer is refused (RFC 9112, 6.3).
+			if length >= 0 && n != length {
+				return 0, nil, fmt.Errorf("conflicting Content-Length %d and %d", length, n)
+			}
+			length = n
 		case "transfer-encoding":
 			chunked = strings.EqualFold(v, "chunked")
 		}
@@ -135,7 +142,12 @@ func readResponse(r *bufio.Reader) (int, []byte, error) {
 		body = make([]byte, length)
 		_, err = io.ReadFull(r, body)
 	default:
-		body, err = io.ReadAll(io.LimitReader(r, maxBody))
+		// Read one byte past the cap, so a longer answer is refused rather
+		// than cut short into something that might still parse.
+		body, err = io.ReadAll(io.LimitReader(r, maxBody+1))
+		if err == nil && len(body) > maxBody {
+			return 0, nil, fmt.Errorf("answer longer than %d bytes is too large", maxBody)
+		}
 	}
 	if err != nil {
 		return 0, nil, fmt.Errorf("read body: %w", err)
