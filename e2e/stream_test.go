@@ -115,9 +115,10 @@ func expectStreamsAdvanced(ctx context.Context, ns, phase string, names []string
 			g.Expect(err).NotTo(HaveOccurred())
 			g.Expect(st.RoundTrips).To(BeNumerically(">", last[name].RoundTrips), "%s: no round-trip during %q", name, phase)
 		}).WithTimeout(testenv.Scale(30 * time.Second)).WithPolling(time.Second).Should(Succeed())
+		GinkgoWriter.Printf("%s after %q: %d round-trips, %d errors, %d connection(s), longest gap %d ms\n",
+			name, phase, st.RoundTrips, st.Errors, st.Connections, st.LongestGapMs)
 		Expect(st.Errors).To(BeZero(), "%s: connection errors during %q, the last: %s", name, phase, st.LastError)
 		Expect(st.Connections).To(Equal(1), "%s: connected again during %q", name, phase)
-		GinkgoWriter.Printf("%s after %q: %d round-trips, %d errors, longest gap %d ms\n", name, phase, st.RoundTrips, st.Errors, st.LongestGapMs)
 		last[name] = st
 	}
 }
@@ -129,14 +130,19 @@ func expectStreamsAdvanced(ctx context.Context, ns, phase string, names []string
 // streamMaxGap. It prints and reports each client's figures.
 func expectStreamsHeld(ctx context.Context, ns, peerIP string, names []string, last map[string]streamStatus) {
 	maxGap := testenv.Scale(streamMaxGap)
-	for _, name := range names {
+	pods := map[string]*corev1.Pod{}
+	for _, name := range names { // every client's figures first, then the checks
 		st := last[name]
 		pod, err := client.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
 		Expect(err).NotTo(HaveOccurred())
+		pods[name] = pod
 		figures := fmt.Sprintf("node %s: %d round-trips on %d connection(s), %d errors, longest gap between round-trips %d ms",
 			pod.Spec.NodeName, st.RoundTrips, st.Connections, st.Errors, st.LongestGapMs)
 		GinkgoWriter.Printf("long-lived client %s, %s\n", name, figures)
 		AddReportEntry("long-lived client "+name, figures)
+	}
+	for _, name := range names {
+		st, pod := last[name], pods[name]
 		for _, cs := range pod.Status.ContainerStatuses {
 			Expect(cs.RestartCount).To(BeZero(), "%s: container %s restarted", name, cs.Name)
 		}
