@@ -25,7 +25,8 @@ import (
 // Users upgrade from the release they run: the previous release (N-1) and
 // this one (N), both published into the registry by their own pipelines
 // (hack/e2e-registry.sh), are installed, upgraded, rolled back and upgraded
-// again from oci:// while meshed pods keep being created on every node.
+// again from oci:// while meshed pods keep being created on every node and
+// a long-lived meshed client on every node holds one connection throughout.
 var _ = Describe("upgrade from the previous release, rollback, upgrade again", Serial, Ordered, Label("upgrade", "versions"), func() {
 	It("redirects every pod created in each phase, and no node loses its chain entry", func(ctx SpecContext) {
 		if env.Release == nil || env.Install != "helm" {
@@ -39,7 +40,8 @@ var _ = Describe("upgrade from the previous release, rollback, upgrade again", S
 		nodeNames := schedulableNodes(ctx)
 		_, b := twoNodes(ctx)
 		ns := newNamespace(ctx, "e2e-versions")
-		peer := startPods(ctx, ns, plainPod("peer", b))["peer"]
+		peers := startPods(ctx, ns, plainPod("peer", b), streamPeerPod(streamPeer, b))
+		peer, streamPeerIP := peers["peer"], peers[streamPeer].Status.PodIP
 
 		By("replacing the suite's release with the previous release " + prev["VERSION"])
 		uninstall(ctx)
@@ -52,6 +54,11 @@ var _ = Describe("upgrade from the previous release, rollback, upgrade again", S
 		waitDaemonSetReady(ctx, client, 3*time.Minute)
 		expectReleaseRuns(ctx, prev)
 		releaseCheck(prev)
+
+		By("starting a long-lived meshed client on every node, each holding one connection through its proxy")
+		streams := startStreams(ctx, ns, streamPeerIP, nodeNames)
+		streamed := map[string]streamStatus{}
+		expectStreamsAdvanced(ctx, ns, "installed", streams, streamed)
 
 		samplers := startChainSamplers()
 		load := startMeshedLoad(ns, nodeNames)
@@ -76,6 +83,7 @@ var _ = Describe("upgrade from the previous release, rollback, upgrade again", S
 			waitDaemonSetReady(ctx, client, 3*time.Minute)
 			expectReleaseRuns(ctx, s.want)
 			releaseCheck(s.want)
+			expectStreamsAdvanced(ctx, ns, s.phase, streams, streamed)
 		}
 		load.phase("settled")
 		time.Sleep(3 * time.Second) // pacing: pods of the settled phase too, after the last roll
@@ -87,6 +95,10 @@ var _ = Describe("upgrade from the previous release, rollback, upgrade again", S
 				r.node, r.samples, r.maxInterval, r.missing, r.longestGap, r.invalid)
 			AddReportEntry("chain samples "+r.node, fmt.Sprintf("%d samples, %d missing, longest gap %s, %d invalid", r.samples, r.missing, r.longestGap, r.invalid))
 		}
+
+		By("every long-lived client kept its one redirected connection, without an error or a long gap")
+		expectStreamsAdvanced(ctx, ns, "settled", streams, streamed)
+		expectStreamsHeld(ctx, ns, streamPeerIP, streams, streamed)
 
 		By("the chain entry was present and the primary's file valid at every sample on every node")
 		for _, r := range report {

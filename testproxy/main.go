@@ -2,13 +2,17 @@
 // the outbound, inbound and DNS ports (and plain app ports), reads the
 // original destination of each connection, logs one JSON line per
 // connection and answers the client with the same line. "connect" is the
-// app side: it dials an address and prints the answer. "proxyv2" is the
-// entrypoint of an image that stands in for Istio's proxyv2 image (see
+// app side: it dials an address and prints the answer. "stream" is a
+// long-lived app client: one connection, a message every interval, its
+// counters printed as JSON lines (stream.go); for it the proxy relays
+// (-relay) and the far end echoes (-echo) after their records. "proxyv2" is
+// the entrypoint of an image that stands in for Istio's proxyv2 image (see
 // proxyv2.go).
 //
-//	testproxy serve -name proxy -outbound 15001 -inbound 15006 -dns 15053 [-health 15021] [-tproxy] [-log FILE] [-ready FILE]
-//	testproxy serve -name peer -ports 8080,9090
+//	testproxy serve -name proxy -outbound 15001 -inbound 15006 -dns 15053 [-health 15021] [-tproxy] [-relay] [-log FILE] [-ready FILE]
+//	testproxy serve -name peer -ports 8080,9090 [-echo]
 //	testproxy connect [-udp] [-timeout 3s] HOST:PORT
+//	testproxy stream [-interval 100ms] [-timeout 5s] [-report 1s] [-setup 1m] HOST:PORT
 //	testproxy proxyv2 ARGS...
 package main
 
@@ -51,7 +55,7 @@ type Record struct {
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: testproxy serve|connect ...")
+		fmt.Fprintln(os.Stderr, "usage: testproxy serve|connect|stream|proxyv2 ...")
 		os.Exit(2)
 	}
 	var err error
@@ -60,6 +64,8 @@ func main() {
 		err = serve(os.Args[2:])
 	case "connect":
 		err = connect(os.Args[2:])
+	case "stream":
+		err = stream(os.Args[2:], os.Stdout)
 	case "proxyv2":
 		err = proxyv2(os.Args[2:])
 	default:
@@ -74,6 +80,8 @@ func main() {
 type server struct {
 	name   string
 	tproxy bool
+	relay  bool // after the record, relay a redirected connection to its original destination
+	echo   bool // after the record, echo what the client sends
 	mu     sync.Mutex
 	out    []io.Writer
 }
@@ -87,6 +95,8 @@ func serve(args []string) error {
 	dns := fs.Int("dns", 0, "DNS port (TCP and UDP)")
 	ports := fs.String("ports", "", "comma-separated plain app ports")
 	fs.BoolVar(&s.tproxy, "tproxy", false, "IP_TRANSPARENT listeners (TPROXY)")
+	fs.BoolVar(&s.relay, "relay", false, "after the record, relay each redirected TCP connection to its original destination (as a proxy does)")
+	fs.BoolVar(&s.echo, "echo", false, "after the record, echo what the client sends until it closes (TCP)")
 	logFile := fs.String("log", "", "also append records to this file")
 	ready := fs.String("ready", "", "create this file once listening")
 	health := fs.Int("health", 0, "HTTP port answering 200 to every GET (a readiness probe)")
@@ -225,7 +235,16 @@ func (s *server) handle(c *net.TCPConn, role string, port int) {
 	}
 	line := s.log(r)
 	_ = c.SetWriteDeadline(time.Now().Add(5 * time.Second))
-	_, _ = c.Write(line)
+	if _, err := c.Write(line); err != nil {
+		return
+	}
+	_ = c.SetWriteDeadline(time.Time{})
+	switch {
+	case s.relay && r.Source == "original_dst":
+		relay(c, r.Orig)
+	case s.echo:
+		_, _ = io.Copy(c, c)
+	}
 }
 
 func (s *server) listenUDP(role string, port int) error {
