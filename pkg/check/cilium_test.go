@@ -31,7 +31,8 @@ var ciliumWant = map[string][]string{
 	"kpr-hostns-bpf-masquerade": nil,
 	"all-bad": {"cni-exclusive=true", "bpf-lb-sock=true without bpf-lb-sock-hostns-only=true",
 		"kube-proxy-replacement without bpf-lb-sock-hostns-only=true"},
-	"e2e": nil,
+	"e2e":           nil,
+	"e2e-exclusive": {"cni-exclusive=true"},
 }
 
 // readCiliumConfig reads one rendered ConfigMap of the testdata.
@@ -116,7 +117,7 @@ func TestCiliumConfigsCurrent(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, c := range ciliumcfg.Cases {
-		got, err := ciliumcfg.Render(dir, v, c)
+		got, err := ciliumcfg.Render(root, dir, v, c)
 		if err != nil {
 			t.Fatal(err)
 		}

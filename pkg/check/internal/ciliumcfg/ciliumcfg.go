@@ -17,28 +17,33 @@ import (
 	"github.com/mesh-cni/mesh-cni/pkg/chart"
 )
 
-// Case is one `helm template` of the chart: its --set flags.
+// Case is one `helm template` of the chart: its -f file and --set flags.
 type Case struct {
-	Name string   // testdata/cilium-config/<Name>.yaml
-	Set  []string // as `helm template --set`, in order
-	Why  string   // what the combination stands for
+	Name   string   // testdata/cilium-config/<Name>.yaml
+	Set    []string // as `helm template --set`, in order
+	Why    string   // what the combination stands for
+	Values string   // as `helm template -f`, relative to the repository root; "" for none
 }
 
 // Cases are the combinations the tests read: the chart's defaults, the
 // values Istio's and Cilium's guides ask for, and each value that breaks a
 // sidecar mesh alone and together.
 var Cases = []Case{
-	{"defaults", nil, "the chart's defaults (cni.exclusive=true)"},
-	{"exclusive-false", []string{"cni.exclusive=false"}, "the chart's defaults with cni.exclusive=false"},
-	{"custom-conf", []string{"cni.customConf=true"}, "Cilium writes no CNI config at all"},
-	{"socketlb", []string{"cni.exclusive=false", "socketLB.enabled=true"}, "socket LB in every netns"},
-	{"socketlb-hostns", []string{"cni.exclusive=false", "socketLB.enabled=true", "socketLB.hostNamespaceOnly=true"}, "socket LB in the host netns only"},
-	{"kpr", []string{"cni.exclusive=false", "kubeProxyReplacement=true", "k8sServiceHost=10.0.0.1", "k8sServicePort=6443"}, "kube-proxy replacement (turns socket LB on)"},
-	{"kpr-hostns", []string{"cni.exclusive=false", "kubeProxyReplacement=true", "k8sServiceHost=10.0.0.1", "k8sServicePort=6443", "socketLB.hostNamespaceOnly=true"}, "Cilium's Istio guide without kube-proxy"},
-	{"kpr-hostns-bpf-masquerade", []string{"cni.exclusive=false", "kubeProxyReplacement=true", "k8sServiceHost=10.0.0.1", "k8sServicePort=6443", "socketLB.hostNamespaceOnly=true", "bpf.masquerade=true"}, "the Istio guide's values with BPF masquerading"},
-	{"all-bad", []string{"kubeProxyReplacement=true", "k8sServiceHost=10.0.0.1", "k8sServicePort=6443", "socketLB.enabled=true"}, "every breaking value at once"},
-	{"e2e", []string{"cni.exclusive=false", "l7Proxy=false", "ipam.mode=kubernetes", "operator.replicas=1", "hubble.enabled=false"}, "the values the Cilium e2e runs with"},
+	{"defaults", nil, "the chart's defaults (cni.exclusive=true)", ""},
+	{"exclusive-false", []string{"cni.exclusive=false"}, "the chart's defaults with cni.exclusive=false", ""},
+	{"custom-conf", []string{"cni.customConf=true"}, "Cilium writes no CNI config at all", ""},
+	{"socketlb", []string{"cni.exclusive=false", "socketLB.enabled=true"}, "socket LB in every netns", ""},
+	{"socketlb-hostns", []string{"cni.exclusive=false", "socketLB.enabled=true", "socketLB.hostNamespaceOnly=true"}, "socket LB in the host netns only", ""},
+	{"kpr", []string{"cni.exclusive=false", "kubeProxyReplacement=true", "k8sServiceHost=10.0.0.1", "k8sServicePort=6443"}, "kube-proxy replacement (turns socket LB on)", ""},
+	{"kpr-hostns", []string{"cni.exclusive=false", "kubeProxyReplacement=true", "k8sServiceHost=10.0.0.1", "k8sServicePort=6443", "socketLB.hostNamespaceOnly=true"}, "Cilium's Istio guide without kube-proxy", ""},
+	{"kpr-hostns-bpf-masquerade", []string{"cni.exclusive=false", "kubeProxyReplacement=true", "k8sServiceHost=10.0.0.1", "k8sServicePort=6443", "socketLB.hostNamespaceOnly=true", "bpf.masquerade=true"}, "the Istio guide's values with BPF masquerading", ""},
+	{"all-bad", []string{"kubeProxyReplacement=true", "k8sServiceHost=10.0.0.1", "k8sServicePort=6443", "socketLB.enabled=true"}, "every breaking value at once", ""},
+	{"e2e", nil, "the values the e2e runs Cilium with", KindValues},
+	{"e2e-exclusive", []string{"cni.exclusive=true"}, "the e2e's values with the chart's default cni.exclusive", KindValues},
 }
+
+// KindValues are the values the e2e installs Cilium with.
+const KindValues = "hack/cilium/kind-values.yaml"
 
 // Version returns the github.com/cilium/cilium version hack/cilium/go.mod
 // requires; root is the repository root.
@@ -83,10 +88,17 @@ func ChartDir(root string, download bool) (string, error) {
 }
 
 // Render returns the cilium-config ConfigMap, exactly as `helm template
-// cilium <dir> -n kube-system --set ...` prints it (from its "# Source:"
+// cilium <dir> -n kube-system -f ... --set ...` prints it (from its "# Source:"
 // line on), with a header saying where it came from.
-func Render(dir, version string, c Case) (string, error) {
+func Render(root, dir, version string, c Case) (string, error) {
 	vals := map[string]any{}
+	if c.Values != "" {
+		v, err := chart.ReadValues(filepath.Join(root, c.Values))
+		if err != nil {
+			return "", err
+		}
+		vals = v
+	}
 	for _, s := range c.Set {
 		if err := strvals.ParseInto(s, vals); err != nil {
 			return "", fmt.Errorf("%s: --set %s: %w", c.Name, s, err)
@@ -106,6 +118,9 @@ func Render(dir, version string, c Case) (string, error) {
 		doc = doc[:j+1]
 	}
 	set := ""
+	if c.Values != "" {
+		set = " -f " + c.Values
+	}
 	for _, s := range c.Set {
 		set += " --set " + s
 	}

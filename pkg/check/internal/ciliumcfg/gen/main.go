@@ -42,7 +42,7 @@ func run(root string) error {
 		}
 	}
 	for _, c := range ciliumcfg.Cases {
-		s, err := ciliumcfg.Render(dir, v, c)
+		s, err := ciliumcfg.Render(root, dir, v, c)
 		if err != nil {
 			return err
 		}
