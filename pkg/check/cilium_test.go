@@ -91,10 +91,13 @@ func TestCiliumChartConfigs(t *testing.T) {
 
 // Booleans as the agent reads them (strconv.ParseBool), not only "true".
 func TestCiliumBool(t *testing.T) {
-	for v, want := range map[string]bool{"true": true, "True": true, "1": true, " true\n": true,
-		"false": false, "": false, "yes": false, "enabled": false} {
-		if got := ciliumBool(map[string]string{"k": v}, "k"); got != want {
-			t.Errorf("%q: %v, want %v", v, got, want)
+	for _, c := range []struct {
+		v    string
+		want bool
+	}{{"true", true}, {"True", true}, {"1", true}, {" true\n", true},
+		{"false", false}, {"", false}, {"yes", false}, {"enabled", false}} {
+		if got := ciliumBool(map[string]string{"k": c.v}, "k"); got != c.want {
+			t.Errorf("%q: %v, want %v", c.v, got, c.want)
 		}
 	}
 	if p, _, _ := ciliumFindings(map[string]string{"kube-proxy-replacement": "strict"}); len(p) != 1 {
