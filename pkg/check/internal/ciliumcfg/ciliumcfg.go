@@ -87,10 +87,9 @@ func ChartDir(root string, download bool) (string, error) {
 	return dir, nil
 }
 
-// Render returns the cilium-config ConfigMap, exactly as `helm template
-// cilium <dir> -n kube-system -f ... --set ...` prints it (from its "# Source:"
-// line on), with a header saying where it came from.
-func Render(root, dir, version string, c Case) (string, error) {
+// Manifest renders the whole chart for c, as `helm template cilium <dir>
+// -n kube-system -f ... --set ...` does.
+func Manifest(root, dir string, c Case) (string, error) {
 	vals := map[string]any{}
 	if c.Values != "" {
 		v, err := chart.ReadValues(filepath.Join(root, c.Values))
@@ -108,12 +107,23 @@ func Render(root, dir, version string, c Case) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("%s: %w", c.Name, err)
 	}
+	return r.Manifest, nil
+}
+
+// Render returns the cilium-config ConfigMap, exactly as `helm template
+// cilium <dir> -n kube-system -f ... --set ...` prints it (from its "# Source:"
+// line on), with a header saying where it came from.
+func Render(root, dir, version string, c Case) (string, error) {
+	manifest, err := Manifest(root, dir, c)
+	if err != nil {
+		return "", err
+	}
 	const src = "# Source: cilium/templates/cilium-configmap.yaml\n"
-	i := strings.Index(r.Manifest, src)
+	i := strings.Index(manifest, src)
 	if i < 0 {
 		return "", fmt.Errorf("%s: the chart rendered no cilium-configmap.yaml", c.Name)
 	}
-	doc := r.Manifest[i:]
+	doc := manifest[i:]
 	if j := strings.Index(doc, "\n---"); j >= 0 {
 		doc = doc[:j+1]
 	}
