@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
@@ -140,7 +141,11 @@ func TestCiliumSettings(t *testing.T) {
 	if r.Message != "Cilium not found" {
 		t.Errorf("message %q", r.Message)
 	}
-	env.Namespace(t, "cilium")
+	// Cilium's own namespace, as the cilium CLI installs it.
+	_, err := env.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "cilium"}}, metav1.CreateOptions{})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
 	for _, ns := range ciliumNamespaces {
 		cms := env.Client.CoreV1().ConfigMaps(ns)
 		put := func(name string) {
