@@ -257,7 +257,21 @@ test-e2e-flannel: image-tar testproxy-tar kind-image flannel-tar
 	  E2E_PRIMARY=flannel E2E_PRIMARY_IMAGES=$$(bash hack/build-flannel.sh | tail -n1) \
 	  E2E_KIND_CONFIG=$(CURDIR)/kind-configs/flannel.yaml $(E2E_GO_TEST)
 
-.PHONY: kind-image testproxy-tar flannel-tar test-e2e test-e2e-ci e2e-ci-clusters test-e2e-more test-e2e-flannel test-e2e-istio istio-images demo demo-down
+## cilium-tar: Cilium's images (agent with clang-19 and the BPF sources, operator; built from source) as a tarball, cached in $(MESH_CNI_CACHE)/cilium-<key>
+cilium-tar:
+	@bash hack/build-cilium.sh >/dev/null
+
+## test-e2e-cilium: the cilium and smoke specs (Helm) on kind-configs/cilium.yaml, Cilium installed first as the primary
+## with hack/cilium/kind-values.yaml; E2E_CILIUM_SET adds --set values (cni.exclusive=true)
+E2E_CILIUM_CLUSTER ?= mesh-cni-e2e-cilium-$$$$
+E2E_CILIUM_SET ?=
+test-e2e-cilium: image-tar testproxy-tar kind-image cilium-tar
+	$(E2E_ENV) E2E_INSTALL=helm E2E_CLUSTER=$(E2E_CILIUM_CLUSTER) \
+	  E2E_PRIMARY=cilium E2E_PRIMARY_IMAGES=$$(bash hack/build-cilium.sh | tail -n1) E2E_PRIMARY_SET='$(E2E_CILIUM_SET)' \
+	  E2E_KIND_CONFIG=$(CURDIR)/kind-configs/cilium.yaml $(GO) test -v -tags e2e -count=1 -timeout $(E2E_TIMEOUT) \
+	  ./e2e -ginkgo.v -ginkgo.no-color -ginkgo.label-filter='$(or $(E2E_LABELS),cilium || smoke)'
+
+.PHONY: kind-image testproxy-tar flannel-tar cilium-tar test-e2e test-e2e-ci e2e-ci-clusters test-e2e-more test-e2e-flannel test-e2e-cilium test-e2e-istio istio-images demo demo-down
 
 ## demo: a kind cluster with flannel as the primary CNI, mesh-cni (Helm) chained after it and a
 ## meshed app, with the proxy's evidence; DEMO_PRIMARY=default uses kind's own CNI (meshnet) instead

@@ -94,7 +94,7 @@ var _ = Describe("primary CNI rewrites its conflist", Serial, Ordered, Label("re
 		restarted := 0
 		oldPods := map[types.UID]bool{}
 		for _, p := range pods.Items {
-			if contains(apps, p.Labels["app"]) {
+			if isPrimaryPod(&p, apps) {
 				oldPods[p.UID] = true
 				Expect(client.CoreV1().Pods(pns).Delete(ctx, p.Name, metav1.DeleteOptions{})).To(Succeed())
 				restarted++
@@ -111,7 +111,7 @@ var _ = Describe("primary CNI rewrites its conflist", Serial, Ordered, Label("re
 			wrote := false
 			for i := range pods.Items {
 				p := &pods.Items[i]
-				if contains(apps, p.Labels["app"]) && !oldPods[p.UID] {
+				if isPrimaryPod(p, apps) && !oldPods[p.UID] {
 					wrote = wrote || primaryHasWritten(ctx, p, path)
 				}
 			}

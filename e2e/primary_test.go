@@ -23,10 +23,12 @@ import (
 // installs itself (meshnet in the offline node image, kindnet in stock
 // images); E2E_PRIMARY=flannel installs flannel after the cluster starts,
 // from hack/flannel/kube-flannel.yml and the images in E2E_PRIMARY_IMAGES
-// (hack/build-flannel.sh), on a kind config with disableDefaultCNI.
+// (hack/build-flannel.sh), on a kind config with disableDefaultCNI;
+// E2E_PRIMARY=cilium installs Cilium's chart (cilium_test.go).
 const (
 	primaryDefault = "default"
 	primaryFlannel = "flannel"
+	primaryCilium  = "cilium"
 
 	flannelNamespace = "kube-flannel"
 	flannelDaemonSet = "kube-flannel-ds"
@@ -49,17 +51,21 @@ func checkPrimary(primary string, kindConfig []byte) {
 	case primaryDefault:
 		Expect(c.Networking.DisableDefaultCNI).To(BeFalse(),
 			"the kind config disables kind's CNI: set E2E_PRIMARY to the primary to install")
-	case primaryFlannel:
+	case primaryFlannel, primaryCilium:
 		Expect(c.Networking.DisableDefaultCNI).To(BeTrue(),
-			"E2E_PRIMARY=flannel needs a kind config with networking.disableDefaultCNI (kind-configs/flannel.yaml)")
+			"E2E_PRIMARY=%s needs a kind config with networking.disableDefaultCNI (kind-configs/%s.yaml)", primary, primary)
 	default:
-		Fail("E2E_PRIMARY must be " + primaryDefault + " or " + primaryFlannel + ", got " + primary)
+		Fail("E2E_PRIMARY must be " + primaryDefault + ", " + primaryFlannel + " or " + primaryCilium + ", got " + primary)
 	}
 }
 
 // installPrimary installs the primary CNI on a new cluster and waits until
 // every node is Ready; kind's own CNI needs nothing.
 func installPrimary(ctx context.Context, s shared) {
+	if s.Primary == primaryCilium {
+		installCilium(ctx, s)
+		return
+	}
 	if s.Primary != primaryFlannel {
 		return
 	}
@@ -101,10 +107,19 @@ func waitPrimaryReady(ctx context.Context, cs kubernetes.Interface) {
 // it write its conflist afresh (meshnet at start, flannel's install-cni
 // init container).
 func primaryPods() (namespace string, apps []string) {
-	if env.Primary == primaryFlannel {
+	switch env.Primary {
+	case primaryFlannel:
 		return flannelNamespace, []string{"flannel"}
+	case primaryCilium:
+		return "kube-system", []string{ciliumApp}
 	}
 	return "kube-system", []string{"meshnet", "kindnet"}
+}
+
+// isPrimaryPod tells a node pod of the primary by its app label (Cilium's
+// agents carry k8s-app).
+func isPrimaryPod(p *corev1.Pod, apps []string) bool {
+	return contains(apps, p.Labels["app"]) || contains(apps, p.Labels["k8s-app"])
 }
 
 // primaryHasWritten tells whether a (new) pod of the primary has written
@@ -112,6 +127,9 @@ func primaryPods() (namespace string, apps []string) {
 // install-cni init container has written it once it exited 0
 // (install-conf renames the file in before it exits).
 func primaryHasWritten(ctx context.Context, p *corev1.Pod, path string) bool {
+	if env.Primary == primaryCilium {
+		return ciliumWrites(ctx, p) > 0
+	}
 	if env.Primary == primaryFlannel {
 		for _, s := range p.Status.InitContainerStatuses {
 			if t := s.State.Terminated; s.Name == "install-cni" && t != nil && t.ExitCode == 0 {
@@ -126,8 +144,11 @@ func primaryHasWritten(ctx context.Context, p *corev1.Pod, path string) bool {
 
 // primaryBinary is a CNI binary of the primary's that must outlive mesh-cni's uninstall.
 func primaryBinary() string {
-	if env.Primary == primaryFlannel {
+	switch env.Primary {
+	case primaryFlannel:
 		return "flannel"
+	case primaryCilium:
+		return "cilium-cni"
 	}
 	return "ptp"
 }

@@ -80,7 +80,7 @@ func PreChecks() []Func {
 		NamespaceAllowsHostPath,
 		NodesSupported,
 		PrimaryCNIPresent,
-		NoCiliumExclusive,
+		CiliumSettings,
 		MultusMode,
 	}
 }
@@ -94,7 +94,7 @@ func PostChecks() []Func {
 		OwnNodePolicy,
 		VersionsMatch,
 		NoRepairCandidates,
-		NoCiliumExclusive,
+		CiliumSettings,
 		MultusMode,
 	}
 }

@@ -187,32 +187,6 @@ func PrimaryCNIPresent(ctx context.Context, c *Cluster) Result {
 	return ok(name, fmt.Sprintf("%d Linux node(s)", linux))
 }
 
-// Cilium keeps its CNI config to itself unless cni.exclusive is false.
-var ciliumNamespaces = []string{"kube-system", "cilium"}
-
-// NoCiliumExclusive checks that Cilium, if present, leaves other CNI
-// configs alone; with cni.exclusive it deletes our chain entry.
-func NoCiliumExclusive(ctx context.Context, c *Cluster) Result {
-	const name = "Cilium does not own the CNI config exclusively"
-	ctx, cancel := c.timeout(ctx)
-	defer cancel()
-	for _, ns := range ciliumNamespaces {
-		cm, err := c.Client.CoreV1().ConfigMaps(ns).Get(ctx, "cilium-config", metav1.GetOptions{})
-		if apierrors.IsNotFound(err) {
-			continue
-		}
-		if err != nil {
-			return warn(name, "cannot read "+ns+"/cilium-config: "+err.Error(), "run as a user who may get configmaps in "+ns)
-		}
-		if strings.EqualFold(strings.TrimSpace(cm.Data["cni-exclusive"]), "true") {
-			return fail(name, ns+"/cilium-config has cni-exclusive: true; Cilium will delete the mesh-cni chain entry",
-				"helm upgrade cilium cilium/cilium -n "+ns+" --reuse-values --set cni.exclusive=false")
-		}
-		return ok(name, "Cilium found with cni-exclusive off")
-	}
-	return ok(name, "Cilium not found")
-}
-
 // MultusMode checks for Multus (and OpenShift, whose primary CNI is Multus):
 // there mesh-cni cannot chain into the primary config and must run
 // non-chained, attached through a NetworkAttachmentDefinition.

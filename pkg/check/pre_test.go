@@ -131,33 +131,6 @@ func TestPrimaryCNIPresent(t *testing.T) {
 		"node noroute: NetworkUnavailable: route controller has not created a route")
 }
 
-func TestNoCiliumExclusive(t *testing.T) {
-	env := testenv.Start(t)
-	ctx := context.Background()
-	cms := env.Client.CoreV1().ConfigMaps("kube-system")
-	r := runOne(t, env, NoCiliumExclusive, Options{})
-	wantStatus(t, r, OK)
-	if r.Message != "Cilium not found" {
-		t.Errorf("message %q", r.Message)
-	}
-	cm, err := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "cilium-config"},
-		Data: map[string]string{"cni-exclusive": "true", "cni-chaining-mode": "none"}}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cms.Delete(ctx, "cilium-config", metav1.DeleteOptions{})
-	r = runOne(t, env, NoCiliumExclusive, Options{})
-	wantStatus(t, r, Fail)
-	if !strings.Contains(r.Hint, "cni.exclusive=false") {
-		t.Errorf("hint %q", r.Hint)
-	}
-	cm.Data["cni-exclusive"] = "false"
-	if _, err := cms.Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	wantStatus(t, runOne(t, env, NoCiliumExclusive, Options{}), OK)
-}
-
 func TestMultusMode(t *testing.T) {
 	env := testenv.Start(t)
 	ctx := context.Background()
