@@ -51,6 +51,9 @@ func usagef(format string, a ...any) error { return usageError{fmt.Errorf(format
 // failed is a run that printed its verdict and only needs exit 1.
 var errFailed = errors.New("failed")
 
+// errRulesDiffer is explain --check's verdict, printed: exit 3.
+var errRulesDiffer = errors.New("rules differ")
+
 func run(args []string, stdout, stderr io.Writer) int {
 	root := newRoot(stdout, stderr)
 	root.SetArgs(args)
@@ -60,6 +63,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	if errors.Is(err, errFailed) {
 		return exitFailed
+	}
+	if errors.Is(err, errRulesDiffer) {
+		return exitRulesDiffer
 	}
 	var ue usageError
 	if errors.As(err, &ue) || strings.HasPrefix(err.Error(), "unknown command") {

@@ -262,13 +262,19 @@ func checkSecurity(t *testing.T, ds map[string]any) {
 		}
 	}
 	sort.Strings(hostPaths)
-	if !slices.Equal(hostPaths, []string{"cni-bin-dir", "cni-net-dir", "host-usr", "run-dir", "state-dir"}) {
-		t.Errorf("hostPath volumes %v: want only the bin, conf, state and run dirs and /usr", hostPaths)
+	if !slices.Equal(hostPaths, []string{"cni-bin-dir", "cni-net-dir", "host-usr", "netns-dir", "run-dir", "state-dir"}) &&
+		!slices.Equal(hostPaths, []string{"cni-bin-dir", "cni-net-dir", "host-usr", "run-dir", "state-dir"}) {
+		t.Errorf("hostPath volumes %v: want only the bin, conf, state and run dirs, /usr and (podRules) the netns dir", hostPaths)
 	}
 	// /usr is there only to look for the backend's tools.
 	for _, m := range path(container(t, ds), "volumeMounts").([]any) {
 		if path(m, "name") == "host-usr" && (path(m, "readOnly") != true || path(m, "mountPath") != "/host/usr") {
 			t.Errorf("host /usr mounted as %v; want read-only at /host/usr (the agent's --host-tool-dirs)", m)
+		}
+		// The netns dir is only read (the pod-rules endpoint); new netns
+		// are bind mounts, seen only with HostToContainer propagation.
+		if path(m, "name") == "netns-dir" && (path(m, "readOnly") != true || path(m, "mountPropagation") != "HostToContainer" || path(m, "mountPath") != "/host/var/run/netns") {
+			t.Errorf("netns dir mounted as %v; want read-only, HostToContainer, at /host/var/run/netns (the agent's --netns-dir)", m)
 		}
 	}
 }
