@@ -105,7 +105,40 @@ agents' versions.`,
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	kube.AddFlags(root.PersistentFlags())
 	root.AddCommand(newCheck(kube), newExplain(kube), newVersion(kube))
+	root.InitDefaultCompletionCmd()
+	for _, c := range root.Commands() {
+		if c.Name() == "completion" {
+			c.AddCommand(newKubectlShim())
+		}
+	}
 	return root
+}
+
+// CompletionShim is the executable kubectl (1.26 and later) runs to
+// complete "kubectl mesh-cni ...": kubectl_complete-<plugin> on the PATH,
+// with a dash of the plugin's name as an underscore.
+const CompletionShim = "kubectl_complete-mesh_cni"
+
+// newKubectlShim prints CompletionShim: it hands the words to the
+// plugin's own completion (cobra's __complete), so kubectl completes the
+// plugin's commands, flags and pod names as the shell scripts do.
+func newKubectlShim() *cobra.Command {
+	return &cobra.Command{
+		Use:   "kubectl",
+		Short: "Generate " + CompletionShim + ", which kubectl runs to complete kubectl mesh-cni",
+		Long: `Prints the script kubectl (1.26 and later) runs to complete
+"kubectl mesh-cni ..." when it is on the PATH as ` + CompletionShim + `:
+
+  kubectl mesh-cni completion kubectl > ~/.local/bin/` + CompletionShim + `
+  chmod +x ~/.local/bin/` + CompletionShim + `
+
+kubectl's own completion (kubectl completion bash|zsh|fish) must be set up.`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			_, err := fmt.Fprintf(cmd.OutOrStdout(), "#!/bin/sh\n# kubectl runs this to complete \"kubectl mesh-cni ...\" (kubectl 1.26 and later).\nexec %s __complete \"$@\"\n", PluginName)
+			return err
+		},
+	}
 }
 
 // noArgs refuses positional arguments as a usage error.
