@@ -17,6 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/mesh-cni/mesh-cni/pkg/agent"
@@ -24,7 +25,6 @@ import (
 	"github.com/mesh-cni/mesh-cni/pkg/backend/nftables"
 	"github.com/mesh-cni/mesh-cni/pkg/check"
 	"github.com/mesh-cni/mesh-cni/pkg/explain"
-	"github.com/mesh-cni/mesh-cni/pkg/nodepods"
 	"github.com/mesh-cni/mesh-cni/pkg/podrules"
 	"github.com/mesh-cni/mesh-cni/pkg/rules"
 	"github.com/mesh-cni/mesh-cni/pkg/testenv"
@@ -116,25 +116,35 @@ func TestExplainCheckFromCluster(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := check.ParseAgentStatus(node)
-	if err != nil || st == nil {
+	published, err := check.ParseAgentStatus(node)
+	if err != nil || published == nil {
 		t.Fatalf("status: %v", err)
 	}
-	dir, n := meshedNetns(t, pod, st.Entry, "10.244.1.7")
+	dir, n := meshedNetns(t, pod, published.Entry, "10.244.1.7")
 
-	// The agent: its real pod informer and handler, on this host's address.
+	// The pod-rules container: the real handler, reading the pod and the
+	// Node from the API as mesh-cni-agent pod-rules does, on this host's
+	// address.
 	ictx, cancel := context.WithCancel(ctx)
 	t.Cleanup(cancel)
-	inf := nodepods.New(env.Client.CoreV1(), "worker-check")
-	go inf.Run(ictx.Done())
-	h := podrules.NewHandler(podrules.Handler{Node: "worker-check", NetnsDir: dir, Entry: func() []byte { return st.Entry },
-		Pod: func(namespace, name string) *corev1.Pod {
-			obj, ok, _ := inf.GetStore().GetByKey(namespace + "/" + name)
-			if !ok {
-				return nil
+	h := podrules.NewHandler(podrules.Handler{Node: "worker-check", NetnsDir: dir,
+		Entry: func(ctx context.Context) ([]byte, error) {
+			n, err := env.Client.CoreV1().Nodes().Get(ctx, "worker-check", metav1.GetOptions{})
+			if err != nil {
+				return nil, err
 			}
-			p, _ := obj.(*corev1.Pod)
-			return p
+			st, err := check.ParseAgentStatus(n)
+			if err != nil || st == nil {
+				return nil, err
+			}
+			return st.Entry, nil
+		},
+		Pod: func(ctx context.Context, namespace, name string) (*corev1.Pod, error) {
+			p, err := env.Client.CoreV1().Pods(namespace).Get(ctx, name, metav1.GetOptions{})
+			if apierrors.IsNotFound(err) {
+				return nil, nil
+			}
+			return p, err
 		}})
 	ln, err := net.Listen("tcp", net.JoinHostPort(ip, "0"))
 	if err != nil {
@@ -142,12 +152,13 @@ func TestExplainCheckFromCluster(t *testing.T) {
 	}
 	go func() { _ = agent.ServeListener(ictx, ln, h) }()
 	port := ln.Addr().(*net.TCPAddr).Port
-	testenv.EventuallyTrue(t, "the informer holds the pod", func() bool { _, ok, _ := inf.GetStore().GetByKey(ns + "/web-0"); return ok })
 
 	// The agent's pod, as the DaemonSet makes it (no kubelet runs it here).
 	ap := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "mesh-cni-abcde", Labels: map[string]string{"app.kubernetes.io/name": "mesh-cni"}},
-		Spec: corev1.PodSpec{NodeName: "worker-check", HostNetwork: true, Containers: []corev1.Container{{Name: "agent", Image: "example.com/mesh-cni",
-			Ports: []corev1.ContainerPort{{Name: finding.PortName, ContainerPort: int32(port)}}}}}}
+		Spec: corev1.PodSpec{NodeName: "worker-check", HostNetwork: true, Containers: []corev1.Container{
+			{Name: "agent", Image: "example.com/mesh-cni"},
+			{Name: "pod-rules", Image: "example.com/mesh-cni", Ports: []corev1.ContainerPort{{Name: finding.PortName, ContainerPort: int32(port)}}},
+		}}}
 	created, err := env.Client.CoreV1().Pods(agentNS).Create(ctx, ap, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)

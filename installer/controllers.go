@@ -36,9 +36,8 @@ var (
 
 // startControllers runs the pod cache and the repair controller on one
 // shared informer over this node's pods: one list and watch, one copy of
-// each pod. It returns a lookup of a pod in that informer (nil when it
-// does not hold it).
-func startControllers(ctx context.Context, core corev1client.CoreV1Interface, cfg *config, log *slog.Logger) func(namespace, name string) *corev1.Pod {
+// each pod. It returns a lookup of a pod's UID in that informer.
+func startControllers(ctx context.Context, core corev1client.CoreV1Interface, cfg *config, log *slog.Logger) func(namespace, name string) types.UID {
 	pods := nodepods.New(core, cfg.nodeName)
 	pc := podcache.NewShared(core, pods)
 	go func() {
@@ -54,20 +53,12 @@ func startControllers(ctx context.Context, core corev1client.CoreV1Interface, cf
 		}()
 	}
 	go pods.Run(ctx.Done())
-	return func(namespace, name string) *corev1.Pod {
+	return func(namespace, name string) types.UID {
 		obj, ok, err := pods.GetStore().GetByKey(namespace + "/" + name)
 		if err != nil || !ok {
-			return nil
+			return ""
 		}
-		p, _ := obj.(*corev1.Pod)
-		return p
-	}
-}
-
-// uidOf is the UID of a pod podOf holds, or "".
-func uidOf(podOf func(namespace, name string) *corev1.Pod) func(namespace, name string) types.UID {
-	return func(namespace, name string) types.UID {
-		if p := podOf(namespace, name); p != nil {
+		if p, isPod := obj.(*corev1.Pod); isPod {
 			return p.UID
 		}
 		return ""

@@ -58,11 +58,10 @@ func TestFlagDefaultsAreTheChart(t *testing.T) {
 	args := renderedArgs(t, "agent")
 	// Rendered values the agent resolves from its default at run time.
 	sameAs := map[string]string{
-		"node-name":      "$(NODE_NAME)",                                         // the default reads NODE_NAME itself
-		"namespace":      "$(POD_NAMESPACE)",                                     // and POD_NAMESPACE
-		"ca-path":        "/var/run/secrets/kubernetes.io/serviceaccount/ca.crt", // "": ca.crt next to --token-path
-		"log-level":      "",                                                     // the chart's logLevel null: the default level
-		"pod-rules-host": "$(POD_IP)",                                            // the default reads POD_IP itself
+		"node-name": "$(NODE_NAME)",                                         // the default reads NODE_NAME itself
+		"namespace": "$(POD_NAMESPACE)",                                     // and POD_NAMESPACE
+		"ca-path":   "/var/run/secrets/kubernetes.io/serviceaccount/ca.crt", // "": ca.crt next to --token-path
+		"log-level": "",                                                     // the chart's logLevel null: the default level
 	}
 	// Flags the chart does not pass, with the reason their default is safe.
 	notRendered := map[string]string{}

@@ -5,11 +5,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net"
-	"net/netip"
 	"os"
 	"slices"
-	"strconv"
 	"strings"
 
 	"github.com/mesh-cni/mesh-cni/pkg/agent"
@@ -37,16 +34,6 @@ type config struct {
 	hostToolDirs                        string
 	pluginServiceAccount                string
 	allowAgentTokenForPlugin            bool
-	podRulesHost, netnsDir              string
-	podRulesPort                        int
-}
-
-// podRulesAddr is where the pod-rules endpoint listens, "" when off.
-func (c *config) podRulesAddr() string {
-	if c.podRulesPort == 0 || c.podRulesHost == "" {
-		return ""
-	}
-	return net.JoinHostPort(c.podRulesHost, strconv.Itoa(c.podRulesPort))
 }
 
 // EnvPrefix: every flag can also come from MESH_CNI_<FLAG_IN_CAPS>.
@@ -91,9 +78,6 @@ func newFlagSet(c *config) *flag.FlagSet {
 	fs.StringVar(&c.hostToolDirs, "host-tool-dirs", "/host/usr/sbin,/host/usr/local/sbin,/host/usr/bin,/host/usr/local/bin", "comma-separated container paths of the host dirs where the plugin finds the iptables backends' binaries (read-only mounts); missing dirs are skipped")
 	fs.StringVar(&c.pluginServiceAccount, "plugin-service-account", "mesh-cni-plugin", "ServiceAccount (in --namespace) whose short-lived tokens the host kubeconfig holds")
 	fs.BoolVar(&c.allowAgentTokenForPlugin, "allow-agent-token-for-plugin", false, "UNSAFE: with --plugin-service-account empty, write the agent's own token into the host kubeconfig")
-	fs.StringVar(&c.podRulesHost, "pod-rules-host", os.Getenv("POD_IP"), "the node's own address (the chart passes status.podIP) where the read-only pod-rules endpoint of explain --check listens; never every address")
-	fs.IntVar(&c.podRulesPort, "pod-rules-port", 9199, "port of the pod-rules endpoint (0: off)")
-	fs.StringVar(&c.netnsDir, "netns-dir", "/host/var/run/netns", "container path of the runtime's netns dir (read-only mount) where the pod-rules endpoint finds a pod's netns")
 	return fs
 }
 
@@ -152,14 +136,6 @@ func parseFlags(args []string) (*config, error) {
 	} else if !loop {
 		return nil, fmt.Errorf("--metrics-addr=%s is beyond loopback: the agent serves /metrics as plain HTTP on loopback only; "+
 			"serve it beyond loopback with mesh-cni-metrics-proxy (HTTPS, TokenReview and SubjectAccessReview), as the chart does for metrics.bindAddress", c.metricsAddr)
-	}
-	if c.podRulesPort < 0 || c.podRulesPort > 65535 {
-		return nil, fmt.Errorf("--pod-rules-port=%d: want 0 (off) to 65535", c.podRulesPort)
-	}
-	// The endpoint is unauthenticated (the API server's pods/proxy passes
-	// no credentials on): one address of the node, never all of them.
-	if ip, err := netip.ParseAddr(c.podRulesHost); c.podRulesHost != "" && (err != nil || ip.IsUnspecified()) {
-		return nil, fmt.Errorf("--pod-rules-host=%q: want the node's own IP address (the chart passes status.podIP), not a name or every address", c.podRulesHost)
 	}
 	if c.logLevel == "" { // the chart's logLevel left null
 		c.logLevel = meshconfig.DefaultLogLevel

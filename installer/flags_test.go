@@ -71,27 +71,3 @@ func TestHostPath(t *testing.T) {
 		}
 	}
 }
-
-// The pod-rules endpoint is unauthenticated: it listens on one address of
-// the node, never on all of them.
-func TestPodRulesAddr(t *testing.T) {
-	for _, bad := range [][]string{{"--pod-rules-host=0.0.0.0"}, {"--pod-rules-host=::"}, {"--pod-rules-host=node-a.example"}, {"--pod-rules-port=70000"}} {
-		if _, err := parseFlags(bad); err == nil || !strings.Contains(err.Error(), "--pod-rules-") {
-			t.Errorf("%v: %v, want a refusal naming the flag", bad, err)
-		}
-	}
-	for args, want := range map[string]string{
-		"--pod-rules-host=10.0.0.5": "10.0.0.5:9199",
-		"--pod-rules-host=fd00::5":  "[fd00::5]:9199",
-		"--pod-rules-host=":         "",
-	} {
-		c, err := parseFlags([]string{args})
-		if err != nil || c.podRulesAddr() != want {
-			t.Errorf("%s: %v, addr %q, want %q", args, err, c.podRulesAddr(), want)
-		}
-	}
-	c, err := parseFlags([]string{"--pod-rules-host=10.0.0.5", "--pod-rules-port=0"})
-	if err != nil || c.podRulesAddr() != "" {
-		t.Errorf("--pod-rules-port=0: %v, addr %q, want off", err, c.podRulesAddr())
-	}
-}

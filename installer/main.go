@@ -15,7 +15,6 @@ import (
 	"syscall"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	appsv1client "k8s.io/client-go/kubernetes/typed/apps/v1"
@@ -25,7 +24,6 @@ import (
 	meshconfig "github.com/mesh-cni/mesh-cni/pkg/config"
 	"github.com/mesh-cni/mesh-cni/pkg/install"
 	"github.com/mesh-cni/mesh-cni/pkg/kubeconfig"
-	"github.com/mesh-cni/mesh-cni/pkg/podrules"
 	"github.com/mesh-cni/mesh-cni/pkg/retry"
 	"github.com/mesh-cni/mesh-cni/pkg/version"
 )
@@ -33,6 +31,9 @@ import (
 func main() {
 	if len(os.Args) > 1 && os.Args[1] == agentsReadyCommand {
 		os.Exit(agentsReady(os.Args[2:], os.Stdout, os.Stderr))
+	}
+	if len(os.Args) > 1 && os.Args[1] == podRulesCommand {
+		os.Exit(podRulesMain(os.Args[2:], os.Stderr))
 	}
 	if len(os.Args) == 2 && (os.Args[1] == "version" || os.Args[1] == "--version") {
 		fmt.Println("mesh-cni-agent " + version.String())
@@ -144,11 +145,9 @@ func run(cfg *config, log *slog.Logger) error {
 	defer stop()
 
 	rec := eventRecorder(ctx, client, cfg.nodeName)
-	var podOf func(namespace, name string) *corev1.Pod
-	var podUID func(namespace, name string) types.UID
+	var uidOf func(namespace, name string) types.UID
 	if client != nil {
-		podOf = startControllers(ctx, client.core, cfg, log)
-		podUID = uidOf(podOf)
+		uidOf = startControllers(ctx, client.core, cfg, log)
 	}
 	a := agent.New(agent.Options{
 		Installer:    in,
@@ -166,18 +165,11 @@ func run(cfg *config, log *slog.Logger) error {
 		Log:          log,
 	})
 
-	errc := make(chan error, 5)
+	errc := make(chan error, 4)
 	go func() { errc <- agent.ServeHTTP(ctx, cfg.probeAddr, a.ProbeHandler()) }()
 	go func() { errc <- agent.ServeHTTP(ctx, cfg.metricsAddr, agent.MetricsHandler()) }()
-	if addr := cfg.podRulesAddr(); addr != "" && podOf != nil {
-		h := podrules.NewHandler(podrules.Handler{Node: cfg.nodeName, Pod: podOf, NetnsDir: cfg.netnsDir,
-			Entry: func() []byte { return a.Status().Entry }})
-		go func() { errc <- agent.ServeHTTP(ctx, addr, h) }()
-	} else if cfg.podRulesPort > 0 {
-		log.Warn("pod-rules endpoint off: it needs --pod-rules-host (the chart passes the node's address, POD_IP) and API access")
-	}
 	go func() {
-		if err := agent.ServeReportsTo(ctx, filepath.Join(cfg.runDir, "report.sock"), log, podWarner(rec, podUID)); err != nil {
+		if err := agent.ServeReportsTo(ctx, filepath.Join(cfg.runDir, "report.sock"), log, podWarner(rec, uidOf)); err != nil {
 			// Metrics only: the plugin drops reports nobody reads.
 			log.Error("report socket stopped", "err", err)
 		}

@@ -271,11 +271,49 @@ func checkSecurity(t *testing.T, ds map[string]any) {
 		if path(m, "name") == "host-usr" && (path(m, "readOnly") != true || path(m, "mountPath") != "/host/usr") {
 			t.Errorf("host /usr mounted as %v; want read-only at /host/usr (the agent's --host-tool-dirs)", m)
 		}
-		// The netns dir is only read (the pod-rules endpoint); new netns
-		// are bind mounts, seen only with HostToContainer propagation.
-		if path(m, "name") == "netns-dir" && (path(m, "readOnly") != true || path(m, "mountPropagation") != "HostToContainer" || path(m, "mountPath") != "/host/var/run/netns") {
-			t.Errorf("netns dir mounted as %v; want read-only, HostToContainer, at /host/var/run/netns (the agent's --netns-dir)", m)
+		if path(m, "name") == "netns-dir" {
+			t.Errorf("the agent container mounts the netns dir: only pod-rules reads it")
 		}
+	}
+	checkPodRules(t, ds)
+}
+
+// checkPodRules holds the pod-rules container (podRules) to its promises:
+// only SYS_ADMIN and NET_ADMIN, read-only root, no privilege escalation;
+// the netns dir read-only with HostToContainer propagation (each netns is a
+// bind mount made later), and nothing else of the host; the node's own
+// address, never every address.
+func checkPodRules(t *testing.T, ds map[string]any) {
+	t.Helper()
+	var c map[string]any
+	for _, x := range path(ds, "spec", "template", "spec", "containers").([]any) {
+		if path(x, "name") == "pod-rules" {
+			c = x.(map[string]any)
+		}
+	}
+	if c == nil {
+		return // podRules.enabled=false
+	}
+	sc, _ := c["securityContext"].(map[string]any)
+	if sc["privileged"] != false || sc["allowPrivilegeEscalation"] != false || sc["readOnlyRootFilesystem"] != true ||
+		toString(path(sc, "capabilities", "drop")) != `["ALL"]` || toString(path(sc, "capabilities", "add")) != `["SYS_ADMIN","NET_ADMIN"]` {
+		t.Errorf("pod-rules securityContext %v", sc)
+	}
+	var mounts []string
+	for _, m := range path(c, "volumeMounts").([]any) {
+		mounts = append(mounts, path(m, "name").(string))
+		if path(m, "readOnly") != true {
+			t.Errorf("pod-rules mounts %v writable", m)
+		}
+		if path(m, "name") == "netns-dir" && (path(m, "mountPropagation") != "HostToContainer" || path(m, "mountPath") != "/host/var/run/netns") {
+			t.Errorf("netns dir mounted as %v; want HostToContainer at /host/var/run/netns (--netns-dir)", m)
+		}
+	}
+	if !slices.Equal(mounts, []string{"token", "netns-dir"}) {
+		t.Errorf("pod-rules mounts %v, want only the token and the netns dir", mounts)
+	}
+	if a := toString(path(c, "args")); !strings.Contains(a, `"--host=$(POD_IP)"`) {
+		t.Errorf("pod-rules args %s: want --host=$(POD_IP)", a)
 	}
 }
 
@@ -509,7 +547,8 @@ func TestMetricsBindAddress(t *testing.T) {
 			t.Errorf("bindAddress %v: agent --metrics-addr=%s, want %s", c.bind, a["--metrics-addr"], c.agentAddr)
 		}
 		containers := path(ds, "spec", "template", "spec", "containers").([]any)
-		if len(containers) != map[bool]int{false: 1, true: 2}[c.beyond] {
+		// The agent, pod-rules (podRules.enabled by default), and the proxy.
+		if len(containers) != map[bool]int{false: 2, true: 3}[c.beyond] {
 			t.Fatalf("bindAddress %v: %d containers", c.bind, len(containers))
 		}
 		if strings.Contains(toString(container(t, ds)["volumeMounts"]), "metrics-tls") {
@@ -533,7 +572,10 @@ func TestMetricsBindAddress(t *testing.T) {
 		if !c.beyond {
 			continue
 		}
-		p := containers[1].(map[string]any)
+		p := containers[len(containers)-1].(map[string]any)
+		if p["name"] != "metrics-proxy" {
+			t.Fatalf("bindAddress %v: last container %v, want metrics-proxy", c.bind, p["name"])
+		}
 		if p["name"] != "metrics-proxy" || toString(p["command"]) != `["/mesh-cni-metrics-proxy"]` || p["image"] != container(t, ds)["image"] {
 			t.Errorf("second container %s %v %v", p["name"], p["command"], p["image"])
 		}

@@ -40,9 +40,8 @@ func New(pods corev1client.PodsGetter, node string) cache.SharedIndexInformer {
 	return inf
 }
 
-// Slim keeps what the pod cache (the plugin's view of a pod), the repair
-// controller (validator exit codes, eviction preconditions) and the
-// pod-rules endpoint (host network, IPs) read, and drops
+// Slim keeps what the pod cache (the plugin's view of a pod) and the repair
+// controller (validator exit codes, eviction preconditions) read, and drops
 // the rest (managed fields, volumes, most of the status) to save memory.
 func Slim(obj any) (any, error) {
 	p, ok := obj.(*corev1.Pod)
@@ -61,9 +60,7 @@ func Slim(obj any) (any, error) {
 	s.Spec.SecurityContext = p.Spec.SecurityContext
 	s.Spec.InitContainers = slimContainers(p.Spec.InitContainers)
 	s.Spec.Containers = slimContainers(p.Spec.Containers)
-	s.Spec.HostNetwork = p.Spec.HostNetwork
 	s.Status.Phase = p.Status.Phase
-	s.Status.PodIPs = p.Status.PodIPs // the pod-rules endpoint finds the netns by them
 	s.Status.InitContainerStatuses = p.Status.InitContainerStatuses
 	for _, c := range p.Status.Conditions {
 		if c.Type == corev1.DisruptionTarget {

@@ -24,18 +24,19 @@ import (
 // milliseconds on a full node.
 const Timeout = 10 * time.Second
 
-// Handler serves finding.Path. The pod comes from the agent's own pod
-// informer (spec.nodeName = this node) and the rules from the chain entry
-// the agent runs: a caller names a pod, never a netns, an IP or a rule.
+// Handler serves finding.Path. The pod comes from the API (one GET) and
+// must be on this node, and the rules from the chain entry the node's agent
+// runs: a caller names a pod, never a netns, an IP or a rule.
 // The pod's UID must be given too, and a wrong one is answered as an
 // unknown pod: only someone who can read the pod from the API knows it,
 // so the answer tells a caller nothing about a pod it could not read.
 type Handler struct {
 	Node string
-	// Pod returns this node's pod namespace/name from the informer, or nil.
-	Pod func(namespace, name string) *corev1.Pod
-	// Entry is the resolved chain entry the agent runs (nil: not ready).
-	Entry func() []byte
+	// Pod returns the pod namespace/name, or nil when there is none.
+	Pod func(ctx context.Context, namespace, name string) (*corev1.Pod, error)
+	// Entry is the resolved chain entry the node's agent runs (nil: not
+	// ready).
+	Entry func(ctx context.Context) ([]byte, error)
 	// NetnsDir is the runtime's netns dir, mounted read-only.
 	NetnsDir string
 
@@ -92,7 +93,10 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 func (h *Handler) answer(ctx context.Context, ns, name, uid string) (*finding.Report, int, error) {
-	pod := h.Pod(ns, name)
+	pod, err := h.Pod(ctx, ns, name)
+	if err != nil {
+		return nil, http.StatusBadGateway, fmt.Errorf("get pod %s/%s: %w", ns, name, err)
+	}
 	if pod == nil || string(pod.UID) != uid || pod.Spec.NodeName != h.Node {
 		return nil, http.StatusNotFound, fmt.Errorf("no pod %s/%s with uid %s on node %s", ns, name, uid, h.Node)
 	}
@@ -101,7 +105,10 @@ func (h *Handler) answer(ctx context.Context, ns, name, uid string) (*finding.Re
 		rep.Decision, rep.Reason = "skip", "hostNetwork: no network namespace of its own, the plugin is not run"
 		return rep, http.StatusOK, nil
 	}
-	entry := h.Entry()
+	entry, err := h.Entry(ctx)
+	if err != nil {
+		return nil, http.StatusBadGateway, fmt.Errorf("the chain entry of node %s: %w", h.Node, err)
+	}
 	if len(entry) == 0 {
 		return nil, http.StatusServiceUnavailable, errors.New("the agent is not ready: no chain entry yet")
 	}

@@ -1,6 +1,7 @@
 package podrules
 
 import (
+	"context"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -81,12 +82,12 @@ func linkerdPod(t *testing.T, node, ip string) *corev1.Pod {
 // serve runs the real handler for pod over HTTP and returns a GET.
 func serve(t *testing.T, dir string, pod *corev1.Pod, entry []byte) func(q url.Values) (int, string) {
 	t.Helper()
-	h := NewHandler(Handler{Node: "node-a", NetnsDir: dir, Entry: func() []byte { return entry },
-		Pod: func(ns, name string) *corev1.Pod {
+	h := NewHandler(Handler{Node: "node-a", NetnsDir: dir, Entry: func(context.Context) ([]byte, error) { return entry, nil },
+		Pod: func(_ context.Context, ns, name string) (*corev1.Pod, error) {
 			if ns == pod.Namespace && name == pod.Name {
-				return pod
+				return pod, nil
 			}
-			return nil
+			return nil, nil
 		}})
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
