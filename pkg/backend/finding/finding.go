@@ -58,7 +58,7 @@ type Report struct {
 // namespace, name and uid of the pod as query parameters.
 const Path = "/pod-rules"
 
-// PortName is the agent container's port the chart names for it, which
+// PortName is the pod-rules container's port the chart names for it, which
 // mesh-cnictl looks up to reach it through the API server's pods/proxy.
 const PortName = "pod-rules"
 
