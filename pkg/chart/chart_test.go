@@ -292,7 +292,7 @@ func checkPodRules(t *testing.T, ds map[string]any) {
 		}
 	}
 	if c == nil {
-		return // podRules.enabled=false
+		return // podRules turned off: no such container
 	}
 	sc, _ := c["securityContext"].(map[string]any)
 	if sc["privileged"] != false || sc["allowPrivilegeEscalation"] != false || sc["readOnlyRootFilesystem"] != true ||
