@@ -909,3 +909,23 @@ func appVersion(t *testing.T) string {
 	}
 	return strings.TrimSpace(string(b))
 }
+
+// podRules.enabled=false leaves out the pod-rules container, its port and
+// the netns dir; on it has both, and the OpenShift SCC allows its two
+// capabilities only then.
+func TestPodRulesOff(t *testing.T) {
+	for _, on := range []bool{true, false} {
+		r := render(t, "", "", map[string]any{"podRules": map[string]any{"enabled": on}, "platform": "openshift"})
+		ds := r.get(t, "DaemonSet", "")
+		s := toString(path(ds, "spec", "template", "spec"))
+		for _, want := range []string{`"name":"pod-rules"`, `"name":"netns-dir"`, `"containerPort":9199`} {
+			if strings.Contains(s, want) != on {
+				t.Errorf("podRules.enabled=%t: %s present %t", on, want, !on)
+			}
+		}
+		caps := toString(path(r.get(t, "SecurityContextConstraints", ""), "allowedCapabilities"))
+		if strings.Contains(caps, "SYS_ADMIN") != on || strings.Contains(caps, "NET_ADMIN") != on || !strings.Contains(caps, "CHOWN") {
+			t.Errorf("podRules.enabled=%t: SCC allowedCapabilities %s", on, caps)
+		}
+	}
+}
