@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"syscall"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -95,12 +96,22 @@ func podRulesMain(args []string, stderr io.Writer) int {
 	h := podrules.NewHandler(podrules.Handler{Node: c.nodeName, NetnsDir: c.netnsDir,
 		Pod:   podGetter(client),
 		Entry: nodeEntry(client, c.nodeName)})
-	log.Info("serving pod rules", "addr", c.addr(), "netnsDir", c.netnsDir)
-	if err := agent.ServeHTTP(ctx, c.addr(), h); err != nil {
-		log.Error("exiting", "err", err)
-		return 1
+	// A port taken by something else must not make the agent's pod
+	// unready (this container has no probe, so running is ready): say so
+	// and try again, as long as it takes.
+	for {
+		log.Info("serving pod rules", "addr", c.addr(), "netnsDir", c.netnsDir)
+		err := agent.ServeHTTP(ctx, c.addr(), h)
+		if err == nil || ctx.Err() != nil {
+			return 0
+		}
+		log.Error("pod-rules endpoint down; retrying in 30s", "err", err)
+		select {
+		case <-ctx.Done():
+			return 0
+		case <-time.After(30 * time.Second):
+		}
 	}
-	return 0
 }
 
 // podGetter GETs a pod (nil when there is none).
