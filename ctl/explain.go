@@ -43,17 +43,17 @@ Without a pod name, the pod comes from --pod and the --annotation and
 --label flags, and the settings from --config, --profile, or the built-in
 profiles (linkerd, istio, kuma, consul with their defaults).
 
-With --check (a live pod only), the agent on the pod's node also reports
-whether the pod's network namespace holds those rules: each expected rule
-present or missing, and any rule of ours ADD does not write as extra, per
-family and backend. The agent finds the netns by the pod's IPs in the
-runtime's netns dir (mounted read-only), reads the rules with netlink or
-iptables-save and changes nothing; it compares them with what ADD writes
-for that pod with the entry it runs, the one shown above. It is asked
-through the API server's pods/proxy, so this needs, besides get on the pod
-and on nodes, list on pods and get on pods/proxy in the agent's namespace
-(--agent-namespace); the agent's endpoint listens on the node's own
-address only and answers only about a pod named with its UID
+With --check (a live pod only), the agent pod on the pod's node also
+reports whether the pod's network namespace holds those rules: each
+expected rule present or missing, and any rule of ours ADD does not write
+as extra, per family and backend. Its pod-rules container finds the netns
+by the pod's IPs in the runtime's netns dir (mounted read-only), reads the
+rules with netlink or iptables-save and changes nothing; it compares them
+with what ADD writes for that pod with the node's entry, the one shown
+above. It is asked through the API server's pods/proxy, so this needs,
+besides get on the pod and on nodes, list on pods and get on pods/proxy in
+the agent's namespace (--agent-namespace); the endpoint listens on the
+node's own address only and answers only about a pod named with its UID
 (docs/permissions.md).
 
 Exit codes: 0 for any decision (with --check: and the netns holds exactly
