@@ -7,7 +7,9 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
+	"net/http"
 	"net/netip"
 	"os"
 	"os/signal"
@@ -96,20 +98,28 @@ func podRulesMain(args []string, stderr io.Writer) int {
 	h := podrules.NewHandler(podrules.Handler{Node: c.nodeName, NetnsDir: c.netnsDir,
 		Pod:   podGetter(client),
 		Entry: nodeEntry(client, c.nodeName)})
-	// A port taken by something else must not make the agent's pod
-	// unready (this container has no probe, so running is ready): say so
-	// and try again, as long as it takes.
+	servePodRules(ctx, c.addr(), h, log)
+	return 0
+}
+
+// podRulesRetry is how long a listener that failed waits to try again.
+var podRulesRetry = 30 * time.Second
+
+// servePodRules serves h on addr until ctx ends. A port taken by something
+// else must not make the agent's pod unready (this container has no probe,
+// so running is ready): it says so and tries again, as long as it takes.
+func servePodRules(ctx context.Context, addr string, h http.Handler, log *slog.Logger) {
 	for {
-		log.Info("serving pod rules", "addr", c.addr(), "netnsDir", c.netnsDir)
-		err := agent.ServeHTTP(ctx, c.addr(), h)
+		log.Info("serving pod rules", "addr", addr)
+		err := agent.ServeHTTP(ctx, addr, h)
 		if err == nil || ctx.Err() != nil {
-			return 0
+			return
 		}
-		log.Error("pod-rules endpoint down; retrying in 30s", "err", err)
+		log.Error("pod-rules endpoint down; trying again", "err", err, "in", podRulesRetry)
 		select {
 		case <-ctx.Done():
-			return 0
-		case <-time.After(30 * time.Second):
+			return
+		case <-time.After(podRulesRetry):
 		}
 	}
 }

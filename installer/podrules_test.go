@@ -1,10 +1,18 @@
 package main
 
 import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/mesh-cni/mesh-cni/pkg/chart"
+	"github.com/mesh-cni/mesh-cni/pkg/testenv"
 )
 
 // The chart's pod-rules container parses, listens on the node's address,
@@ -69,4 +77,44 @@ func TestPodRulesFlagsRefused(t *testing.T) {
 	if err != nil || c.addr() != "[fd00::5]:9199" {
 		t.Errorf("IPv6: %v, %+v", err, c)
 	}
+}
+
+// A port already taken does not end the container (its pod would turn
+// unready): it waits and serves once the port is free.
+func TestPodRulesPortTaken(t *testing.T) {
+	old := podRulesRetry
+	podRulesRetry = 20 * time.Millisecond
+	t.Cleanup(func() { podRulesRetry = old })
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := taken.Addr().String()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		servePodRules(ctx, addr, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { fmt.Fprint(w, "pod-rules") }), slog.New(slog.DiscardHandler))
+		close(done)
+	}()
+	time.Sleep(100 * time.Millisecond) // several retries
+	select {
+	case <-done:
+		t.Fatal("servePodRules returned while the port was taken")
+	default:
+	}
+	taken.Close()
+	testenv.Eventually(t, "served once the port is free", func() error {
+		resp, err := http.Get("http://" + addr + "/")
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		if string(b) != "pod-rules" {
+			return fmt.Errorf("answer %q", b)
+		}
+		return nil
+	})
+	cancel()
+	<-done
 }
