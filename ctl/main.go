@@ -22,7 +22,8 @@ import (
 )
 
 // Exit codes: 1 a check failed (or the cluster could not be read), 2 the
-// command line is wrong.
+// command line is wrong, 3 explain --check found rules missing or extra
+// (exitRulesDiffer).
 const (
 	exitFailed = 1
 	exitUsage  = 2
