@@ -141,3 +141,47 @@ func TestNoTemplateExecution(t *testing.T) {
 		}
 	}
 }
+
+// kubectl 1.26+ completes "kubectl mesh-cni ..." by running
+// kubectl_complete-mesh_cni from the PATH; the shim the CLI prints hands
+// the words to the plugin's __complete. Run as kubectl runs it, and
+// through kubectl itself when one is at hand.
+func TestKubectlCompletionShim(t *testing.T) {
+	dir := installed(t)
+	shim, err := exec.Command(filepath.Join(dir, PluginName), "completion", "kubectl").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, CompletionShim), shim, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	env := append(os.Environ(), "PATH="+dir+":"+os.Getenv("PATH"))
+	complete := func(name string, args ...string) string {
+		cmd := exec.Command(name, args...)
+		cmd.Env = env
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("%s %q: %v", name, args, err)
+		}
+		return string(out)
+	}
+	got := complete(filepath.Join(dir, CompletionShim), "")
+	for _, c := range subcommands {
+		if !strings.Contains("\n"+got, "\n"+c+"\t") {
+			t.Errorf("%s '': no %s:\n%s", CompletionShim, c, got)
+		}
+	}
+	if got = complete(filepath.Join(dir, CompletionShim), "explain", "--"); !strings.Contains(got, "--check\t") || !strings.Contains(got, "--agent-namespace\t") {
+		t.Errorf("%s explain --: no --check:\n%s", CompletionShim, got)
+	}
+	kubectl, err := exec.LookPath(filepath.Join(testenv.BinDir(), "kubectl"))
+	if err != nil {
+		if kubectl, err = exec.LookPath("kubectl"); err != nil {
+			t.Log("no kubectl here: the shim was run as kubectl runs it, not through kubectl")
+			return
+		}
+	}
+	if got = complete(kubectl, "__complete", "mesh-cni", ""); !strings.Contains(got, "explain\t") {
+		t.Errorf("kubectl __complete mesh-cni '':\n%s", got)
+	}
+}

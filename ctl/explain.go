@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 
+	"github.com/mesh-cni/mesh-cni/pkg/backend/finding"
 	"github.com/mesh-cni/mesh-cni/pkg/check"
 	"github.com/mesh-cni/mesh-cni/pkg/explain"
 )
@@ -23,6 +24,8 @@ import (
 func newExplain(kube *genericclioptions.ConfigFlags) *cobra.Command {
 	o := explain.NewOptions()
 	timeout := 10 * time.Second
+	var checkRules bool
+	agentNS := check.DefaultNamespace
 	cmd := &cobra.Command{
 		Use:   "explain [NAMESPACE/]POD",
 		Short: "Show whether ADD would redirect a pod, and the rules it would write",
@@ -40,10 +43,26 @@ Without a pod name, the pod comes from --pod and the --annotation and
 --label flags, and the settings from --config, --profile, or the built-in
 profiles (linkerd, istio, kuma, consul with their defaults).
 
-Exit codes: 0 for any decision; 1 when the input is invalid (the error ADD
-would fail with) or the cluster cannot be read; 2 for a usage error.`,
+With --check (a live pod only), the agent pod on the pod's node also
+reports whether the pod's network namespace holds those rules: each
+expected rule present or missing, and any rule of ours ADD does not write
+as extra, per family and backend. Its pod-rules container finds the netns
+by the pod's IPs in the runtime's netns dir (mounted read-only), reads the
+rules with netlink or iptables-save and changes nothing; it compares them
+with what ADD writes for that pod with the node's entry, the one shown
+above. It is asked through the API server's pods/proxy, so this needs,
+besides get on the pod and on nodes, list on pods and get on pods/proxy in
+the agent's namespace (--agent-namespace); the endpoint listens on the
+node's own address only and answers only about a pod named with its UID
+(docs/permissions.md).
+
+Exit codes: 0 for any decision (with --check: and the netns holds exactly
+the rules); 1 when the input is invalid (the error ADD would fail with) or
+the cluster or the agent cannot be read; 2 for a usage error; 3 with
+--check when a rule is missing or extra.`,
 		Example: `  kubectl mesh-cni explain -n shop web-0
   kubectl mesh-cni explain shop/web-0 -o yaml
+  kubectl mesh-cni explain -n shop web-0 --check
   mesh-cnictl explain --config plugin.json --pod pod.yaml --format iptables
   mesh-cnictl explain --profile istio --annotation 'sidecar.istio.io/status={"containers":["istio-proxy"]}' --family ipv4`,
 		Args: func(_ *cobra.Command, args []string) error {
@@ -57,22 +76,34 @@ would fail with) or the cluster cannot be read; 2 for a usage error.`,
 	out := addOutput(cmd)
 	o.AddFlags(cmd.Flags())
 	cmd.Flags().DurationVar(&timeout, "timeout", timeout, "limit for each API call")
+	cmd.Flags().BoolVar(&checkRules, "check", false, "also ask the agent on the pod's node whether the pod's netns holds the rules (read-only; exit 3 when not)")
+	cmd.Flags().StringVar(&agentNS, "agent-namespace", agentNS, "namespace of the mesh-cni agent, for --check")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		if err := o.Validate(); err != nil {
 			return usageError{err}
+		}
+		if checkRules {
+			switch {
+			case len(args) == 0:
+				return usagef("--check needs a live pod: NAMESPACE/POD or -n NAMESPACE POD")
+			case o.ConfigPath != "" || o.Profile != "" || len(o.Annotations) > 0 || len(o.Labels) > 0 || o.Family != "":
+				return usagef("--check compares with what ADD writes with the node's entry for the live pod: --config, --profile, --annotation, --label and --family do not apply")
+			}
 		}
 		if err := out.validate(); err != nil {
 			return err
 		}
 		var node string
+		var pod *corev1.Pod
 		if len(args) == 1 {
 			if o.PodPath != "" {
 				return usagef("--pod and a pod name exclude each other")
 			}
 			var err error
-			if node, err = fromCluster(cmd, kube, timeout, args[0], &o); err != nil {
+			if pod, err = fromCluster(cmd, kube, timeout, args[0], &o); err != nil {
 				return err
 			}
+			node = pod.Spec.NodeName
 		}
 		text, wide := out.text()
 		var buf bytes.Buffer
@@ -90,65 +121,87 @@ would fail with) or the cluster cannot be read; 2 for a usage error.`,
 		if err != nil {
 			return err
 		}
-		if text {
-			return nil
+		var rep *finding.Report
+		if checkRules {
+			client, err := newClient(kube, timeout)
+			if err != nil {
+				return err
+			}
+			var where string
+			if rep, where, err = podRules(cmd.Context(), client, agentNS, pod); err != nil {
+				return err
+			}
+			if text {
+				if err := writeFindings(w, where, rep); err != nil {
+					return err
+				}
+			}
 		}
-		return out.print(cmd.OutOrStdout(), "Explanation", struct {
-			Node string `json:"node,omitempty"`
-			*explain.Result
-		}{node, res})
+		if !text {
+			if err := out.print(cmd.OutOrStdout(), "Explanation", struct {
+				Node string `json:"node,omitempty"`
+				*explain.Result
+				Check *finding.Report `json:"check,omitempty"`
+			}{node, res, rep}); err != nil {
+				return err
+			}
+		}
+		if rep != nil && rulesDiffer(rep) {
+			return errRulesDiffer
+		}
+		return nil
 	}
 	return cmd
 }
 
 // fromCluster reads the pod and, unless --config or --profile name the
 // settings, the chain entry its node's agent published. It returns the
-// pod's node.
-func fromCluster(cmd *cobra.Command, kube *genericclioptions.ConfigFlags, timeout time.Duration, arg string, o *explain.Options) (string, error) {
+// pod.
+func fromCluster(cmd *cobra.Command, kube *genericclioptions.ConfigFlags, timeout time.Duration, arg string, o *explain.Options) (*corev1.Pod, error) {
 	ns, name, ok := strings.Cut(arg, "/")
 	if !ok {
 		name = arg
 		var err error
 		if ns, _, err = kube.ToRawKubeConfigLoader().Namespace(); err != nil {
-			return "", fmt.Errorf("namespace from the kubeconfig: %w", err)
+			return nil, fmt.Errorf("namespace from the kubeconfig: %w", err)
 		}
 	} else if *kube.Namespace != "" && *kube.Namespace != ns {
-		return "", usagef("%s names namespace %s, -n names %s", arg, ns, *kube.Namespace)
+		return nil, usagef("%s names namespace %s, -n names %s", arg, ns, *kube.Namespace)
 	}
 	if ns == "" || name == "" {
-		return "", usagef("%q: want POD or NAMESPACE/POD", arg)
+		return nil, usagef("%q: want POD or NAMESPACE/POD", arg)
 	}
 	client, err := newClient(kube, timeout)
 	if err != nil {
-		return "", err
+		return nil, err
 	}
 	ctx := cmd.Context()
 	pod, err := client.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
-		return "", fmt.Errorf("get pod %s/%s: %w", ns, name, err)
+		return nil, fmt.Errorf("get pod %s/%s: %w", ns, name, err)
 	}
 	pod.APIVersion, pod.Kind = "v1", "Pod"
 	if o.PodManifest, err = json.Marshal(pod); err != nil {
-		return "", err
+		return nil, err
 	}
 	o.PodSource = "pod " + ns + "/" + name
 	if o.ConfigPath != "" || o.Profile != "" {
-		return pod.Spec.NodeName, nil
+		return pod, nil
 	}
 	if pod.Spec.NodeName == "" {
-		return "", fmt.Errorf("pod %s/%s is not scheduled yet: no node, so no chain entry; pass --config or --profile", ns, name)
+		return nil, fmt.Errorf("pod %s/%s is not scheduled yet: no node, so no chain entry; pass --config or --profile", ns, name)
 	}
 	n, err := client.CoreV1().Nodes().Get(ctx, pod.Spec.NodeName, metav1.GetOptions{})
 	if err != nil {
-		return "", fmt.Errorf("get node %s of pod %s/%s: %w (or pass --config or --profile)", pod.Spec.NodeName, ns, name, err)
+		return nil, fmt.Errorf("get node %s of pod %s/%s: %w (or pass --config or --profile)", pod.Spec.NodeName, ns, name, err)
 	}
 	entry, err := nodeEntry(n)
 	if err != nil {
-		return "", err
+		return nil, err
 	}
 	o.Entry = entry
 	o.EntrySource = fmt.Sprintf("node %s (%s)", n.Name, check.StatusAnnotation)
-	return n.Name, nil
+	return pod, nil
 }
 
 // nodeEntry is the chain entry the node's agent published, or why none.

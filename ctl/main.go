@@ -22,7 +22,8 @@ import (
 )
 
 // Exit codes: 1 a check failed (or the cluster could not be read), 2 the
-// command line is wrong.
+// command line is wrong, 3 explain --check found rules missing or extra
+// (exitRulesDiffer).
 const (
 	exitFailed = 1
 	exitUsage  = 2
@@ -51,6 +52,9 @@ func usagef(format string, a ...any) error { return usageError{fmt.Errorf(format
 // failed is a run that printed its verdict and only needs exit 1.
 var errFailed = errors.New("failed")
 
+// errRulesDiffer is explain --check's verdict, printed: exit 3.
+var errRulesDiffer = errors.New("rules differ")
+
 func run(args []string, stdout, stderr io.Writer) int {
 	root := newRoot(stdout, stderr)
 	root.SetArgs(args)
@@ -60,6 +64,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	if errors.Is(err, errFailed) {
 		return exitFailed
+	}
+	if errors.Is(err, errRulesDiffer) {
+		return exitRulesDiffer
 	}
 	var ue usageError
 	if errors.As(err, &ue) || strings.HasPrefix(err.Error(), "unknown command") {
@@ -99,7 +106,40 @@ agents' versions.`,
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	kube.AddFlags(root.PersistentFlags())
 	root.AddCommand(newCheck(kube), newExplain(kube), newVersion(kube))
+	root.InitDefaultCompletionCmd()
+	for _, c := range root.Commands() {
+		if c.Name() == "completion" {
+			c.AddCommand(newKubectlShim())
+		}
+	}
 	return root
+}
+
+// CompletionShim is the executable kubectl (1.26 and later) runs to
+// complete "kubectl mesh-cni ...": kubectl_complete-<plugin> on the PATH,
+// with a dash of the plugin's name as an underscore.
+const CompletionShim = "kubectl_complete-mesh_cni"
+
+// newKubectlShim prints CompletionShim: it hands the words to the
+// plugin's own completion (cobra's __complete), so kubectl completes the
+// plugin's commands, flags and pod names as the shell scripts do.
+func newKubectlShim() *cobra.Command {
+	return &cobra.Command{
+		Use:   "kubectl",
+		Short: "Generate " + CompletionShim + ", which kubectl runs to complete kubectl mesh-cni",
+		Long: `Prints the script kubectl (1.26 and later) runs to complete
+"kubectl mesh-cni ..." when it is on the PATH as ` + CompletionShim + `:
+
+  kubectl mesh-cni completion kubectl > ~/.local/bin/` + CompletionShim + `
+  chmod +x ~/.local/bin/` + CompletionShim + `
+
+kubectl's own completion (kubectl completion bash|zsh|fish) must be set up.`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			_, err := fmt.Fprintf(cmd.OutOrStdout(), "#!/bin/sh\n# kubectl runs this to complete \"kubectl mesh-cni ...\" (kubectl 1.26 and later).\nexec %s __complete \"$@\"\n", PluginName)
+			return err
+		},
+	}
 }
 
 // noArgs refuses positional arguments as a usage error.

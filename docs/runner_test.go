@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -573,6 +574,10 @@ func (r *runner) meshCNICtl(t *testing.T, bin string, argv []string) {
 	case "explain":
 		if pod := explainPod(argv[2:]); pod != "" {
 			r.ensureLivePod(t)
+			if slices.Contains(argv, "--check") {
+				r.explainCheck(t, bin, append(argv, "--kubeconfig", r.kubeconfig))
+				return
+			}
 			r.explain(t, bin, append(argv, "--kubeconfig", r.kubeconfig))
 			return
 		}
@@ -604,7 +609,7 @@ func (r *runner) meshCNICtl(t *testing.T, bin string, argv []string) {
 // explainPod is the pod argument of explain's args ("" for none).
 func explainPod(args []string) string {
 	valued := map[string]bool{"-n": true, "--namespace": true, "--config": true, "--pod": true, "--profile": true, "--mesh-config": true,
-		"--annotation": true, "--label": true, "--family": true, "--format": true, "-o": true, "--output": true}
+		"--annotation": true, "--label": true, "--family": true, "--format": true, "-o": true, "--output": true, "--agent-namespace": true, "--timeout": true}
 	for i := 0; i < len(args); i++ {
 		switch a := args[i]; {
 		case valued[a]:
@@ -662,6 +667,19 @@ func (r *runner) explain(t *testing.T, bin string, argv []string) {
 	out, errs, code := r.run(t, bin, argv[1:]...)
 	if code != 0 || !strings.Contains(out, "decision: ") && !strings.Contains(out, `"decision"`) {
 		r.errorf(t, "%s exited %d:\n%s%s", strings.Join(argv, " "), code, out, errs)
+	}
+}
+
+// explainCheck runs explain --check as the docs show it. No agent runs
+// against the test API server (no kubelet, no node), so the command is
+// expected to explain the pod and then stop where it looks for the agent
+// pod of worker-3, saying so; ctl/podcheck_test.go runs the whole path
+// with a real agent endpoint, netns and pods/proxy.
+func (r *runner) explainCheck(t *testing.T, bin string, argv []string) {
+	out, errs, code := r.run(t, bin, argv[1:]...)
+	if code != 1 || !strings.Contains(errs, "no running mesh-cni agent pod") || !strings.Contains(errs, "worker-3") ||
+		!strings.Contains(out, "decision: ") && !slices.Contains(argv, "-o") {
+		r.errorf(t, "%s exited %d, want 1 at the agent lookup:\n%s%s", strings.Join(argv, " "), code, out, errs)
 	}
 }
 

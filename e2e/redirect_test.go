@@ -74,6 +74,22 @@ func redirectSpecs(mesh string, c contract, skipPortAnn, skipSubnetAnn string, s
 			Expect(explain("unmeshed")).To(ContainSubstring("decision: skip"))
 		})
 
+		It("kubectl mesh-cni explain --check confirms, through the agent on the pod's node, that the pod's netns holds the rules", func() {
+			plugin := filepath.Join(repoRoot(), "bin", "kubectl-mesh_cni")
+			check := func(pod string) string {
+				out, err := run(plugin, "explain", "-n", ns, pod, "--check", "--agent-namespace", meshNamespace, "--kubeconfig", env.Kubeconfig)
+				Expect(err).NotTo(HaveOccurred(), out) // exit 3 when a rule is missing or extra
+				Expect(out).To(ContainSubstring("check: through agent pod "+meshNamespace+"/"), out)
+				return out
+			}
+			out := check("client")
+			Expect(out).To(MatchRegexp(`\ncheck: [1-9][0-9]* present, 0 missing, 0 extra\n`), out)
+			Expect(out).To(MatchRegexp(`\npresent +\S+ +\S+ +\S+ +.*`+strconv.Itoa(c.outbound)), out)
+			Expect(out).NotTo(MatchRegexp(`\n(missing|extra) `), out)
+			// An unmeshed pod: nothing expected, nothing of ours found.
+			Expect(check("unmeshed")).To(ContainSubstring("\ncheck: 0 present, 0 missing, 0 extra\n"))
+		})
+
 		It("sends inbound connections to the proxy with their original destination", func() {
 			ip := pods["client"].Status.PodIP
 			r := mustConnect(ns, "peer", "app", ip, 9090)

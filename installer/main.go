@@ -32,6 +32,9 @@ func main() {
 	if len(os.Args) > 1 && os.Args[1] == agentsReadyCommand {
 		os.Exit(agentsReady(os.Args[2:], os.Stdout, os.Stderr))
 	}
+	if len(os.Args) > 1 && os.Args[1] == podRulesCommand {
+		os.Exit(podRulesMain(os.Args[2:], os.Stderr))
+	}
 	if len(os.Args) == 2 && (os.Args[1] == "version" || os.Args[1] == "--version") {
 		fmt.Println("mesh-cni-agent " + version.String())
 		return

@@ -262,14 +262,58 @@ func checkSecurity(t *testing.T, ds map[string]any) {
 		}
 	}
 	sort.Strings(hostPaths)
-	if !slices.Equal(hostPaths, []string{"cni-bin-dir", "cni-net-dir", "host-usr", "run-dir", "state-dir"}) {
-		t.Errorf("hostPath volumes %v: want only the bin, conf, state and run dirs and /usr", hostPaths)
+	if !slices.Equal(hostPaths, []string{"cni-bin-dir", "cni-net-dir", "host-usr", "netns-dir", "run-dir", "state-dir"}) &&
+		!slices.Equal(hostPaths, []string{"cni-bin-dir", "cni-net-dir", "host-usr", "run-dir", "state-dir"}) {
+		t.Errorf("hostPath volumes %v: want only the bin, conf, state and run dirs, /usr and (podRules) the netns dir", hostPaths)
 	}
 	// /usr is there only to look for the backend's tools.
 	for _, m := range path(container(t, ds), "volumeMounts").([]any) {
 		if path(m, "name") == "host-usr" && (path(m, "readOnly") != true || path(m, "mountPath") != "/host/usr") {
 			t.Errorf("host /usr mounted as %v; want read-only at /host/usr (the agent's --host-tool-dirs)", m)
 		}
+		if path(m, "name") == "netns-dir" {
+			t.Errorf("the agent container mounts the netns dir: only pod-rules reads it")
+		}
+	}
+	checkPodRules(t, ds)
+}
+
+// checkPodRules holds the pod-rules container (podRules) to its promises:
+// only SYS_ADMIN and NET_ADMIN, read-only root, no privilege escalation;
+// the netns dir read-only with HostToContainer propagation (each netns is a
+// bind mount made later), and nothing else of the host; the node's own
+// address, never every address.
+func checkPodRules(t *testing.T, ds map[string]any) {
+	t.Helper()
+	var c map[string]any
+	for _, x := range path(ds, "spec", "template", "spec", "containers").([]any) {
+		if path(x, "name") == "pod-rules" {
+			c = x.(map[string]any)
+		}
+	}
+	if c == nil {
+		return // podRules turned off: no such container
+	}
+	sc, _ := c["securityContext"].(map[string]any)
+	if sc["privileged"] != false || sc["allowPrivilegeEscalation"] != false || sc["readOnlyRootFilesystem"] != true ||
+		toString(path(sc, "capabilities", "drop")) != `["ALL"]` || toString(path(sc, "capabilities", "add")) != `["SYS_ADMIN","NET_ADMIN"]` {
+		t.Errorf("pod-rules securityContext %v", sc)
+	}
+	var mounts []string
+	for _, m := range path(c, "volumeMounts").([]any) {
+		mounts = append(mounts, path(m, "name").(string))
+		if path(m, "readOnly") != true {
+			t.Errorf("pod-rules mounts %v writable", m)
+		}
+		if path(m, "name") == "netns-dir" && (path(m, "mountPropagation") != "HostToContainer" || path(m, "mountPath") != "/host/var/run/netns") {
+			t.Errorf("netns dir mounted as %v; want HostToContainer at /host/var/run/netns (--netns-dir)", m)
+		}
+	}
+	if !slices.Equal(mounts, []string{"token", "netns-dir"}) {
+		t.Errorf("pod-rules mounts %v, want only the token and the netns dir", mounts)
+	}
+	if a := toString(path(c, "args")); !strings.Contains(a, `"--host=$(POD_IP)"`) {
+		t.Errorf("pod-rules args %s: want --host=$(POD_IP)", a)
 	}
 }
 
@@ -503,7 +547,8 @@ func TestMetricsBindAddress(t *testing.T) {
 			t.Errorf("bindAddress %v: agent --metrics-addr=%s, want %s", c.bind, a["--metrics-addr"], c.agentAddr)
 		}
 		containers := path(ds, "spec", "template", "spec", "containers").([]any)
-		if len(containers) != map[bool]int{false: 1, true: 2}[c.beyond] {
+		// The agent, pod-rules (podRules.enabled by default), and the proxy.
+		if len(containers) != map[bool]int{false: 2, true: 3}[c.beyond] {
 			t.Fatalf("bindAddress %v: %d containers", c.bind, len(containers))
 		}
 		if strings.Contains(toString(container(t, ds)["volumeMounts"]), "metrics-tls") {
@@ -527,7 +572,10 @@ func TestMetricsBindAddress(t *testing.T) {
 		if !c.beyond {
 			continue
 		}
-		p := containers[1].(map[string]any)
+		p := containers[len(containers)-1].(map[string]any)
+		if p["name"] != "metrics-proxy" {
+			t.Fatalf("bindAddress %v: last container %v, want metrics-proxy", c.bind, p["name"])
+		}
 		if p["name"] != "metrics-proxy" || toString(p["command"]) != `["/mesh-cni-metrics-proxy"]` || p["image"] != container(t, ds)["image"] {
 			t.Errorf("second container %s %v %v", p["name"], p["command"], p["image"])
 		}
@@ -860,4 +908,24 @@ func appVersion(t *testing.T) string {
 		t.Fatal(err)
 	}
 	return strings.TrimSpace(string(b))
+}
+
+// podRules.enabled=false leaves out the pod-rules container, its port and
+// the netns dir; on it has both, and the OpenShift SCC allows its two
+// capabilities only then.
+func TestPodRulesOff(t *testing.T) {
+	for _, on := range []bool{true, false} {
+		r := render(t, "", "", map[string]any{"podRules": map[string]any{"enabled": on}, "platform": "openshift"})
+		ds := r.get(t, "DaemonSet", "")
+		s := toString(path(ds, "spec", "template", "spec"))
+		for _, want := range []string{`"name":"pod-rules"`, `"name":"netns-dir"`, `"containerPort":9199`} {
+			if strings.Contains(s, want) != on {
+				t.Errorf("podRules.enabled=%t: %s present %t", on, want, !on)
+			}
+		}
+		caps := toString(path(r.get(t, "SecurityContextConstraints", ""), "allowedCapabilities"))
+		if strings.Contains(caps, "SYS_ADMIN") != on || strings.Contains(caps, "NET_ADMIN") != on || !strings.Contains(caps, "CHOWN") {
+			t.Errorf("podRules.enabled=%t: SCC allowedCapabilities %s", on, caps)
+		}
+	}
 }

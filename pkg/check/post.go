@@ -23,6 +23,9 @@ const (
 	appName      = "mesh-cni"
 )
 
+// AgentSelector selects the agent's pods (and its DaemonSet).
+const AgentSelector = nameLabel + "=" + appName
+
 // agentNodes are the nodes the agent must run on: Linux and schedulable.
 func (c *Cluster) agentNodes(ctx context.Context) ([]*corev1.Node, error) {
 	nodes, err := c.Nodes(ctx)

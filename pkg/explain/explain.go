@@ -239,9 +239,25 @@ func readChainEntry(path string) (*config.NetConf, error) {
 // Explain writes what ADD would decide for the pod and the rules it would
 // write to w, and returns the same as a Result.
 func Explain(o Options, w io.Writer) (*Result, error) {
+	res, _, err := explain(o, w)
+	return res, err
+}
+
+// Rules is Explain without the text: the decision, and the rule set ADD
+// would write (empty when it skips the pod). The agent compares a pod's
+// netns with it.
+func Rules(o Options) (*Result, rules.RuleSet, error) {
+	res, rs, err := explain(o, io.Discard)
+	if err != nil || rs == nil {
+		return res, rules.RuleSet{}, err
+	}
+	return res, *rs, nil
+}
+
+func explain(o Options, w io.Writer) (*Result, *rules.RuleSet, error) {
 	set, err := loadSettings(o)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	res := &Result{Entry: o.EntrySource}
 	switch {
@@ -262,11 +278,11 @@ func Explain(o Options, w io.Writer) (*Result, error) {
 	switch {
 	case o.PodManifest != nil:
 		if pod, fams, err = parsePod(o.PodManifest, o.PodSource); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	case o.PodPath != "":
 		if pod, fams, err = readPod(o.PodPath); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
 	for k, v := range o.Annotations {
@@ -280,7 +296,7 @@ func Explain(o Options, w io.Writer) (*Result, error) {
 	}
 	if o.Family != "" {
 		if fams, err = parseFamilies(o.Family); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
 	if len(fams) == 0 {
@@ -290,7 +306,7 @@ func Explain(o Options, w io.Writer) (*Result, error) {
 		fams = slices.DeleteFunc(slices.Clone(fams), func(f rules.Family) bool { return f == rules.IPv6 })
 		note("the chain entry has \"ipv6\": false, IPv6 is not programmed")
 		if len(fams) == 0 {
-			return nil, errors.New("the pod has only IPv6 and the chain entry has \"ipv6\": false")
+			return nil, nil, errors.New("the pod has only IPv6 and the chain entry has \"ipv6\": false")
 		}
 	}
 	if pod.Name != "" {
@@ -300,7 +316,7 @@ func Explain(o Options, w io.Writer) (*Result, error) {
 	if set.excluded(pod) {
 		res.Decision, res.Reason = "skip", mesh.ReasonExcluded
 		fmt.Fprintf(w, "decision: skip (%s): namespace or agent pod excluded by the chain entry; ADD changes nothing\n", mesh.ReasonExcluded)
-		return res, nil
+		return res, nil, nil
 	}
 
 	// As ADD does: the annotations first (what the runtime passes), the
@@ -309,7 +325,7 @@ func Explain(o Options, w io.Writer) (*Result, error) {
 	first.SpecKnown, first.Containers, first.InitContainers, first.Labels = false, nil, nil, nil
 	d, err := mesh.Decide(set.meshes, first, fams)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if d.NeedSpec {
 		fmt.Fprintf(w, "annotations alone: cannot decide (%s%s); ADD looks the pod up\n", d.Reason, meshSuffix(d.Mesh))
@@ -322,14 +338,14 @@ func Explain(o Options, w io.Writer) (*Result, error) {
 			pod.SpecKnown, pod.Containers = true, []mesh.Container{{Name: sidecar}}
 		}
 		if d, err = mesh.Decide(set.meshes, pod, fams); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
 	res.Mesh, res.Reason = d.Mesh, d.Reason
 	if !d.Meshed {
 		res.Decision = "skip"
 		fmt.Fprintf(w, "decision: skip (%s%s); ADD changes nothing\n", d.Reason, meshSuffix(d.Mesh))
-		return res, nil
+		return res, nil, nil
 	}
 	res.Decision = "redirect"
 	fmt.Fprintf(w, "decision: redirect (mesh %s)\n", d.Mesh)
@@ -372,7 +388,7 @@ func Explain(o Options, w io.Writer) (*Result, error) {
 		res.Commands = append(res.Commands, fmt.Sprintf("ip addr add %s dev lo", a))
 		fmt.Fprintf(w, "\n# before the rules\nip addr add %s dev lo\n", a)
 	}
-	return res, nil
+	return res, &rs, nil
 }
 
 func (s settings) excluded(pod mesh.Pod) bool {

@@ -110,3 +110,27 @@ func parseAddr(m netlink.Message, index int32) (netip.Prefix, bool) {
 	}
 	return netip.Prefix{}, false
 }
+
+// Addrs lists every address of every interface in the netns ns (one
+// RTM_GETADDR dump; nothing is changed).
+func Addrs(ns *os.File) ([]netip.Addr, error) {
+	c, err := dial(ns)
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	msgs, err := c.dump(unix.RTM_GETADDR, ifaddrmsg(unix.AF_UNSPEC, 0, 0))
+	if err != nil {
+		return nil, fmt.Errorf("list addresses: %w", err)
+	}
+	var out []netip.Addr
+	for _, m := range msgs {
+		if len(m.Data) < 8 {
+			continue
+		}
+		if p, ok := parseAddr(m, nlenc.Int32(m.Data[4:8])); ok {
+			out = append(out, p.Addr())
+		}
+	}
+	return out, nil
+}
