@@ -93,6 +93,8 @@ func helmInstall(image string, extra ...string) {
 	args = helmArgs(append(args, "--namespace", meshNamespace, "--create-namespace",
 		// Kuma and Consul are off by default; the four-meshes spec needs them.
 		"--set", "meshes.kuma.enabled=true", "--set", "meshes.consul.enabled=true",
+		// explain --check asks the pod-rules container (off by default).
+		"--set", "podRules.enabled=true",
 		"--wait", "--timeout", timeoutFlag(5*time.Minute))...)
 	// E2E_HELM_SET: extra --set values, e.g. platform=gke for kind-configs/gke-like.yaml.
 	for _, kv := range strings.Fields(os.Getenv("E2E_HELM_SET")) {

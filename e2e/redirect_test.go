@@ -76,6 +76,14 @@ func redirectSpecs(mesh string, c contract, skipPortAnn, skipSubnetAnn string, s
 
 		It("kubectl mesh-cni explain --check confirms, through the agent on the pod's node, that the pod's netns holds the rules", func() {
 			plugin := filepath.Join(repoRoot(), "bin", "kubectl-mesh_cni")
+			if env.Install == "kustomize" {
+				// The kustomize base is the chart's defaults: no pod-rules
+				// container, and --check says which value turns it on.
+				out, err := run(plugin, "explain", "-n", ns, "client", "--check", "--agent-namespace", meshNamespace, "--kubeconfig", env.Kubeconfig)
+				Expect(err).To(HaveOccurred(), out)
+				Expect(out).To(ContainSubstring("podRules.enabled is false"), out)
+				return
+			}
 			check := func(pod string) string {
 				out, err := run(plugin, "explain", "-n", ns, pod, "--check", "--agent-namespace", meshNamespace, "--kubeconfig", env.Kubeconfig)
 				Expect(err).NotTo(HaveOccurred(), out) // exit 3 when a rule is missing or extra

@@ -143,6 +143,10 @@ func installRelease(rel map[string]string) {
 	args = append(args, "--namespace", meshNamespace, "--create-namespace",
 		"--set", "meshes.kuma.enabled=true", "--set", "meshes.consul.enabled=true",
 		"--wait", "--timeout", timeoutFlag(5*time.Minute))
+	if rel["VERSION"] == env.Release["VERSION"] {
+		// As helmInstall: explain --check needs it (N-1's chart has no podRules).
+		args = append(args, "--set", "podRules.enabled=true")
+	}
 	out, err := run(tool("HELM", "helm"), helmArgs(args...)...)
 	Expect(err).NotTo(HaveOccurred(), out)
 }

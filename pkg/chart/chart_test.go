@@ -547,8 +547,8 @@ func TestMetricsBindAddress(t *testing.T) {
 			t.Errorf("bindAddress %v: agent --metrics-addr=%s, want %s", c.bind, a["--metrics-addr"], c.agentAddr)
 		}
 		containers := path(ds, "spec", "template", "spec", "containers").([]any)
-		// The agent, pod-rules (podRules.enabled by default), and the proxy.
-		if len(containers) != map[bool]int{false: 2, true: 3}[c.beyond] {
+		// The agent and, beyond loopback, the proxy (podRules is off by default).
+		if len(containers) != map[bool]int{false: 1, true: 2}[c.beyond] {
 			t.Fatalf("bindAddress %v: %d containers", c.bind, len(containers))
 		}
 		if strings.Contains(toString(container(t, ds)["volumeMounts"]), "metrics-tls") {
@@ -910,13 +910,20 @@ func appVersion(t *testing.T) string {
 	return strings.TrimSpace(string(b))
 }
 
+// podRules is off by default (the only container with SYS_ADMIN):
 // podRules.enabled=false leaves out the pod-rules container, its port and
-// the netns dir; on it has both, and the OpenShift SCC allows its two
-// capabilities only then.
+// the netns dir; on it has both, held to checkPodRules, and the OpenShift
+// SCC allows its two capabilities only then.
 func TestPodRulesOff(t *testing.T) {
+	if ds := render(t, "", "", nil).get(t, "DaemonSet", ""); strings.Contains(toString(ds), `"name":"pod-rules"`) {
+		t.Error("the default render has the pod-rules container: podRules must be asked for")
+	}
 	for _, on := range []bool{true, false} {
 		r := render(t, "", "", map[string]any{"podRules": map[string]any{"enabled": on}, "platform": "openshift"})
 		ds := r.get(t, "DaemonSet", "")
+		if on {
+			checkPodRules(t, ds)
+		}
 		s := toString(path(ds, "spec", "template", "spec"))
 		for _, want := range []string{`"name":"pod-rules"`, `"name":"netns-dir"`, `"containerPort":9199`} {
 			if strings.Contains(s, want) != on {
