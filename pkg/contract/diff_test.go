@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/containernetworking/cni/libcni"
@@ -21,21 +22,23 @@ import (
 // fresh network namespaces, once by the mesh's own rules, once by
 // mesh-cni, and every probe's landing is compared.
 
-// A diffRun collects one differential test's comparisons and report.
+// A diffRun collects one differential test's comparisons and report. Its
+// pods are compared in parallel subtests, so it takes a lock.
 type diffRun struct {
-	t    *testing.T
 	them string // the other side's name in the report
 	// deliberate lists where mesh-cni differs on purpose, by pod and
 	// probe ("ADD" for the setup itself; a probe key's suffix, such as
 	// "tcp 198.18.10.2:6379", matches every identity), with the reason.
-	deliberate  map[[2]string]string
-	report      []string
+	deliberate map[[2]string]string
+
+	mu          sync.Mutex
+	report      map[string][]string // by pod
 	total, same int
 	kinds       map[string]int // the other side's landings, by where
 }
 
-func newDiffRun(t *testing.T, them string, deliberate map[[2]string]string) *diffRun {
-	return &diffRun{t: t, them: them, deliberate: deliberate, kinds: map[string]int{}}
+func newDiffRun(them string, deliberate map[[2]string]string) *diffRun {
+	return &diffRun{them: them, deliberate: deliberate, report: map[string][]string{}, kinds: map[string]int{}}
 }
 
 func (r *diffRun) reason(name, probe string) (string, bool) {
@@ -50,53 +53,84 @@ func (r *diffRun) reason(name, probe string) (string, bool) {
 	return "", false
 }
 
-// differ records a difference: listed ones go in the report with their
-// reason, any other fails the test.
-func (r *diffRun) differ(name, probe, line string) {
+// differ records a difference of pod name: listed ones go in the report
+// with their reason, any other fails t too.
+func (r *diffRun) differ(t *testing.T, name, probe, line string) {
+	t.Helper()
 	if why, ok := r.reason(name, probe); ok {
-		r.report = append(r.report, line+" (deliberate: "+why+")")
+		r.note(name, line+" (deliberate: "+why+")")
 		return
 	}
-	r.report = append(r.report, line)
-	r.t.Errorf("%s", line)
+	r.note(name, line)
+	t.Errorf("%s", line)
 }
 
-// note puts a line in the report without comparing anything.
-func (r *diffRun) note(line string) { r.report = append(r.report, line) }
+// note puts a line in pod name's report without comparing anything.
+func (r *diffRun) note(name, line string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.report[name] = append(r.report[name], line)
+}
+
+// count adds one comparison; kind is where the other side landed ("" for
+// an ADD).
+func (r *diffRun) count(same bool, kind string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.total++
+	if same {
+		r.same++
+	}
+	if kind != "" {
+		r.kinds[kind]++
+	}
+}
 
 // compare compares one pod's landings on both sides, mesh-cni's with
 // backend bname; an ADD that fails on either side is one comparison.
-func (r *diffRun) compare(name, bname string, theirs map[string]string, terr error, ours map[string]string, oerr error) {
+func (r *diffRun) compare(t *testing.T, name, bname string, theirs map[string]string, terr error, ours map[string]string, oerr error) {
+	t.Helper()
 	if terr != nil || oerr != nil {
-		r.total++
+		r.count((terr == nil) == (oerr == nil), "")
 		if (terr == nil) != (oerr == nil) {
-			r.differ(name, "ADD", fmt.Sprintf("%s/%s: ADD: %s %v, mesh-cni %v", name, bname, r.them, errOr(terr), errOr(oerr)))
+			r.differ(t, name, "ADD", fmt.Sprintf("%s/%s: ADD: %s %v, mesh-cni %v", name, bname, r.them, errOr(terr), errOr(oerr)))
 		} else {
-			r.same++
-			r.note(fmt.Sprintf("%s/%s: ADD fails on both sides: %s %v, mesh-cni %v", name, bname, r.them, errOr(terr), errOr(oerr)))
+			r.note(name, fmt.Sprintf("%s/%s: ADD fails on both sides: %s %v, mesh-cni %v", name, bname, r.them, errOr(terr), errOr(oerr)))
 		}
 		return
 	}
 	for _, k := range sortedKeys(theirs) {
-		r.total++
-		r.kinds[where(theirs[k])]++
-		if theirs[k] == ours[k] {
-			r.same++
-			continue
+		same := theirs[k] == ours[k]
+		r.count(same, where(theirs[k]))
+		if !same {
+			r.differ(t, name, k, fmt.Sprintf("%s/%s: %s: %s %s, mesh-cni %s", name, bname, k, r.them, theirs[k], ours[k]))
 		}
-		r.differ(name, k, fmt.Sprintf("%s/%s: %s: %s %s, mesh-cni %s", name, bname, k, r.them, theirs[k], ours[k]))
 	}
 }
 
+// lines is the report in the pods' order, whatever order they ran in.
+func (r *diffRun) lines(pods []diffPod) string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []string
+	for _, d := range pods {
+		out = append(out, r.report[d.name]...)
+	}
+	return strings.Join(out, "\n")
+}
+
 // seen lists how many of the other side's landings were at each place in
-// want, and fails when one of them got none: then the comparison does not
-// look at it.
-func (r *diffRun) seen(want []string, mayBeEmpty ...string) string {
+// want, and fails t when one of them got none: then the comparison does
+// not look at it.
+func (r *diffRun) seen(t *testing.T, want []string, mayBeEmpty ...string) string {
+	t.Helper()
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	var out []string
 	for _, k := range want {
 		out = append(out, fmt.Sprintf("%s %d", k, r.kinds[k]))
 		if r.kinds[k] == 0 && !slices.Contains(mayBeEmpty, k) {
-			r.t.Errorf("no probe landed at %s: the comparison does not see it", k)
+			t.Errorf("no probe landed at %s: the comparison does not see it", k)
 		}
 	}
 	return strings.Join(out, ", ")

@@ -109,7 +109,7 @@ func TestIstioDifferential(t *testing.T) {
 	if err := os.Symlink(env.Kubeconfig, filepath.Join(runDir, "istio-cni-kubeconfig")); err != nil {
 		t.Fatal(err)
 	}
-	run := newDiffRun(t, "istio-cni", deliberate)
+	run := newDiffRun("istio-cni", deliberate)
 	pods := diffPods(t, files)
 	for _, d := range pods {
 		name, kp := d.name, d.pod
@@ -119,30 +119,38 @@ func TestIstioDifferential(t *testing.T) {
 			t.Fatal(err)
 		}
 		if w.refused != "" {
-			run.note(fmt.Sprintf("%s: not compared: mesh-cni refuses ADD (container %s pinned to the proxy's UID), istio-cni does not", name, w.refused))
+			run.note(name, fmt.Sprintf("%s: not compared: mesh-cni refuses ADD (container %s pinned to the proxy's UID), istio-cni does not", name, w.refused))
 			continue
 		}
-		createPod(t, env, kp)
-		dual := proxyEnv(kp, "ISTIO_DUAL_STACK") == "true"
-		ours := map[string]map[string]string{}
-		oerr := map[string]error{}
-		for _, bname := range backends {
-			ours[bname], oerr[bname] = landings(t, w, dual, func(tp *testenv.Topo) error {
-				return meshAdd(t, tp, kp, plugins, bname)
-			})
-		}
-		for _, mode := range istioModes {
-			istio, ierr := landings(t, w, dual, func(tp *testenv.Topo) error {
-				return istioAdd(tp, kp, istioDir, runDir, mode == "nftables")
-			})
+		// Each pod's sides are set up in netns of their own: the pods
+		// run in parallel, each probe's wait next to the others'.
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			createPod(t, env, kp)
+			dual := proxyEnv(kp, "ISTIO_DUAL_STACK") == "true"
+			ours := map[string]map[string]string{}
+			oerr := map[string]error{}
 			for _, bname := range backends {
-				run.compare(name, bname+" vs istio-cni "+mode, istio, ierr, ours[bname], oerr[bname])
+				ours[bname], oerr[bname] = landings(t, w, dual, func(tp *testenv.Topo) error {
+					return meshAdd(t, tp, kp, plugins, bname)
+				})
 			}
-		}
+			for _, mode := range istioModes {
+				istio, ierr := landings(t, w, dual, func(tp *testenv.Topo) error {
+					return istioAdd(tp, kp, istioDir, runDir, mode == "nftables")
+				})
+				for _, bname := range backends {
+					run.compare(t, name, bname+" vs istio-cni "+mode, istio, ierr, ours[bname], oerr[bname])
+				}
+			}
+		})
 	}
-	seen := run.seen([]string{"proxy:15001", "proxy:15006", "proxy:15053", "app:*", "peer:*", "no answer:*"}, "no answer:*")
-	t.Logf("istio-cni (iptables, nftables) vs mesh-cni (nftables, iptables-nft): %d pods, %d landings compared, %d the same; istio-cni's landings: %s\n%s",
-		len(pods), run.total, run.same, seen, strings.Join(run.report, "\n"))
+	// Once every pod's subtest is done.
+	t.Cleanup(func() {
+		seen := run.seen(t, []string{"proxy:15001", "proxy:15006", "proxy:15053", "app:*", "peer:*", "no answer:*"}, "no answer:*")
+		t.Logf("istio-cni (iptables, nftables) vs mesh-cni (nftables, iptables-nft): %d pods, %d landings compared, %d the same; istio-cni's landings: %s\n%s",
+			len(pods), run.total, run.same, seen, run.lines(pods))
+	})
 }
 
 // istioCNIDir is $MESH_CNI_ISTIO_BIN_DIR, else where hack/build-istio.sh

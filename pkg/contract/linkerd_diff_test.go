@@ -109,7 +109,7 @@ func TestLinkerdDifferential(t *testing.T) {
 	upstream := readLinkerdUpstream(t)
 	plugins := testenv.PluginDir(t)
 	testenv.TestProxy(t)
-	run := newDiffRun(t, "linkerd-cni", linkerdDeliberate)
+	run := newDiffRun("linkerd-cni", linkerdDeliberate)
 	pods := linkerdPods(t)
 	used := map[string]bool{}
 	for _, d := range pods {
@@ -123,24 +123,32 @@ func TestLinkerdDifferential(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
-		theirs, terr := landings(t, w, false, func(tp *testenv.Topo) error {
-			return restoreIn(tp, lines)
-		})
-		for _, bname := range backends {
-			ours, err := landings(t, w, false, func(tp *testenv.Topo) error {
-				return meshAdd(t, tp, kp, plugins, bname)
+		// Each pod's sides are set up in netns of their own: the pods
+		// run in parallel, each probe's wait next to the others'.
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			theirs, terr := landings(t, w, false, func(tp *testenv.Topo) error {
+				return restoreIn(tp, lines)
 			})
-			run.compare(name, bname, theirs, terr, ours, err)
-		}
+			for _, bname := range backends {
+				ours, err := landings(t, w, false, func(tp *testenv.Topo) error {
+					return meshAdd(t, tp, kp, plugins, bname)
+				})
+				run.compare(t, name, bname, theirs, terr, ours, err)
+			}
+		})
 	}
 	for name := range upstream {
 		if !used[name] {
 			t.Errorf("%s: rules for %s, which is no pod of the test", linkerdUpstream, name)
 		}
 	}
-	seen := run.seen([]string{"proxy:4140", "proxy:4143", "app:*", "peer:*", "no answer:*"}, "no answer:*")
-	t.Logf("linkerd-cni (transcribed rules) vs mesh-cni (nftables, iptables-nft): %d pods, %d landings compared, %d the same; linkerd-cni's landings: %s\n%s",
-		len(pods), run.total, run.same, seen, strings.Join(run.report, "\n"))
+	// Once every pod's subtest is done.
+	t.Cleanup(func() {
+		seen := run.seen(t, []string{"proxy:4140", "proxy:4143", "app:*", "peer:*", "no answer:*"}, "no answer:*")
+		t.Logf("linkerd-cni (transcribed rules) vs mesh-cni (nftables, iptables-nft): %d pods, %d landings compared, %d the same; linkerd-cni's landings: %s\n%s",
+			len(pods), run.total, run.same, seen, run.lines(pods))
+	})
 }
 
 // linkerdProbes is the pod's promise with the skip lists read as leniently

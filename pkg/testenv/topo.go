@@ -110,7 +110,26 @@ func NewTopo(t testing.TB) *Topo {
 	if err != nil {
 		t.Fatal(err)
 	}
+	for _, n := range []ns.NetNS{pod, peer} {
+		if err := n.Do(func(ns.NetNS) error { return noICMPRateLimit() }); err != nil {
+			t.Fatal(err)
+		}
+	}
 	return tp
+}
+
+// noICMPRateLimit lifts the kernel's per-destination ICMP rate limit
+// (icmp_ratelimit, 1 s after a burst of 6) in the calling thread's netns.
+// A UDP probe to a closed port is refused by a port-unreachable at once;
+// rate-limited, every third or so of a run of them got no ICMP and waited
+// out its connect timeout instead (the same "no answer", seconds later).
+func noICMPRateLimit() error {
+	for _, f := range []string{"/proc/sys/net/ipv4/icmp_ratelimit", "/proc/sys/net/ipv6/icmp/ratelimit"} {
+		if err := os.WriteFile(f, []byte("0"), 0o644); err != nil {
+			return fmt.Errorf("lifting the ICMP rate limit: %w", err)
+		}
+	}
+	return nil
 }
 
 // setupLinks brings lo and dev up with addrs (no DAD), loAddrs on lo, and
