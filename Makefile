@@ -47,8 +47,8 @@ K8S_BINS ?= etcd kube-apiserver kube-controller-manager kubectl
 k8s-bins:
 	@bash hack/build-k8s.sh $(K8S_BINS) >/dev/null
 
-## istio-bins: istioctl, pilot-discovery, pilot-agent, istio-cni and our injector driver from the module hack/istio (Istio version pinned in its go.mod), cached in $(MESH_CNI_CACHE)/istio
-ISTIO_BINS ?= istioctl pilot-discovery pilot-agent istio-cni inject
+## istio-bins: istioctl, pilot-discovery, pilot-agent, istio-cni, install-cni and our injector driver from the module hack/istio (Istio version pinned in its go.mod), cached in $(MESH_CNI_CACHE)/istio
+ISTIO_BINS ?= istioctl pilot-discovery pilot-agent istio-cni install-cni inject
 istio-bins:
 	@bash hack/build-istio.sh $(ISTIO_BINS) >/dev/null
 
@@ -215,6 +215,7 @@ e2e-ci-clusters:
 	$(E2E_ENV) E2E_IMAGES="$(PROXY_TAR)" E2E_INSTALL=helm E2E_CLUSTER=mesh-cni-e2e-flannel-$$$$ \
 	  E2E_PRIMARY=flannel E2E_PRIMARY_IMAGES=$$(bash hack/build-flannel.sh | tail -n1) \
 	  E2E_ISTIO_IMAGES=$$(bash hack/istio-images.sh | tail -n1) \
+	  E2E_ISTIO_CNI_IMAGES=$$(bash hack/istio-images.sh cni | tail -n1) \
 	  ISTIOCTL=$$(bash hack/build-istio.sh istioctl | tail -n1)/istioctl \
 	  E2E_KIND_CONFIG=$(CURDIR)/kind-configs/flannel.yaml $(GO) test -v -tags e2e -count=1 -timeout $(E2E_TIMEOUT) \
 	  ./e2e -ginkgo.v -ginkgo.no-color -ginkgo.label-filter='$(E2E_LABELS)'
@@ -231,9 +232,10 @@ test-e2e-more: image-tar testproxy-tar kind-image
 	$(E2E_ENV) E2E_CLUSTER=mesh-cni-e2e-rewriting-$$$$ \
 	  E2E_KIND_CONFIG=$(CURDIR)/kind-configs/rewriting-primary.yaml $(E2E_GO_SMOKE)
 
-## istio-images: istiod and the proxyv2 stand-in (Istio's pilot-agent, the test proxy in place of Envoy) as one tarball
+## istio-images: istiod and the proxyv2 stand-in (Istio's pilot-agent, the test proxy in place of Envoy) as one tarball; Istio's install-cni as another
 istio-images:
 	@bash hack/istio-images.sh >/dev/null
+	@bash hack/istio-images.sh cni >/dev/null
 
 ## test-e2e-istio: Istio's real control plane and injector with mesh-cni as the CNI (label istio-real, Helm, one node)
 E2E_ISTIO_CLUSTER ?= mesh-cni-e2e-istio-$$$$
