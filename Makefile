@@ -237,6 +237,13 @@ istio-images:
 	@bash hack/istio-images.sh >/dev/null
 	@bash hack/istio-images.sh cni >/dev/null
 
+## test-istio-install-cni: Istio's own install-cni (its image, run by docker) and mesh-cni's installer on one conf dir: migrateFrom, then handBackTo
+test-istio-install-cni:
+	@bash hack/docker.sh
+	tar=$$(bash hack/istio-images.sh cni | tail -n1) && docker load -q -i $$tar >/dev/null && \
+	  MESH_CNI_ISTIO_CNI_IMAGE=mesh-cni.local/istio/install-cni:$$(basename $$tar .tar | sed 's/^istio-cni-//') \
+	  $(GO) test -count=1 -v ./pkg/install -run TestWithIstiosOwnInstallCNI
+
 ## test-e2e-istio: Istio's real control plane and injector with mesh-cni as the CNI (label istio-real, Helm, one node)
 E2E_ISTIO_CLUSTER ?= mesh-cni-e2e-istio-$$$$
 E2E_ISTIO_KIND_CONFIG ?= $(CURDIR)/kind-configs/single-node.yaml
@@ -259,7 +266,7 @@ test-e2e-flannel: image-tar testproxy-tar kind-image flannel-tar
 	  E2E_PRIMARY=flannel E2E_PRIMARY_IMAGES=$$(bash hack/build-flannel.sh | tail -n1) \
 	  E2E_KIND_CONFIG=$(CURDIR)/kind-configs/flannel.yaml $(E2E_GO_TEST)
 
-.PHONY: kind-image testproxy-tar flannel-tar test-e2e test-e2e-ci e2e-ci-clusters test-e2e-more test-e2e-flannel test-e2e-istio istio-images demo demo-down
+.PHONY: test-istio-install-cni kind-image testproxy-tar flannel-tar test-e2e test-e2e-ci e2e-ci-clusters test-e2e-more test-e2e-flannel test-e2e-istio istio-images demo demo-down
 
 ## demo: a kind cluster with flannel as the primary CNI, mesh-cni (Helm) chained after it and a
 ## meshed app, with the proxy's evidence; DEMO_PRIMARY=default uses kind's own CNI (meshnet) instead
