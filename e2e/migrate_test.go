@@ -194,16 +194,25 @@ var _ = Describe("migrate in place from Istio's own CNI and back", Serial, Order
 		AddReportEntry("pods per phase", strings.Join(lines, "; "))
 		Expect(bad).To(BeEmpty(), "pods not redirected exactly once")
 
-		By("no pod sandbox failed but for try-again (code 11) answers")
+		By("no pod sandbox failed but for try-again answers and istio-cni's own binary going away")
 		events, err := client.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "reason=FailedCreatePodSandBox"})
 		Expect(err).NotTo(HaveOccurred())
-		var failures []string
+		var failures, retried []string
 		for _, e := range events.Items {
-			if !strings.Contains(e.Message, "cannot judge pod") {
-				failures = append(failures, e.InvolvedObject.Name+": "+e.Message)
+			m := e.InvolvedObject.Name + ": " + e.Message
+			// Code 11 (mesh-cni cannot judge the pod yet), and a runtime
+			// that still ran a list naming istio-cni once Istio's cleanup
+			// had removed its binary: the kubelet retries, and the pod
+			// must still have started (checked above).
+			if strings.Contains(e.Message, "cannot judge pod") || strings.Contains(e.Message, "istio-cni") {
+				retried = append(retried, m)
+				continue
 			}
+			failures = append(failures, m)
 		}
 		sort.Strings(failures)
+		GinkgoWriter.Printf("sandbox retries: %d %v\n", len(retried), retried)
+		AddReportEntry("sandbox retries", fmt.Sprint(len(retried)))
 		Expect(failures).To(BeEmpty(), "sandbox failures")
 
 		By("every pod deletes cleanly with istio-cni back in charge")
