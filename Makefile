@@ -33,7 +33,7 @@ build:
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/mesh-cni-metrics-proxy ./metricsproxy
 
 ## test: every test (the README's test command); lint first, it fails fast
-test: lint deps build k8s-bins istio-bins release-tools test-unit test-fuzz test-chart test-e2e-ci
+test: lint deps build k8s-bins istio-bins release-tools test-unit test-fuzz test-chart test-istio-install-cni test-e2e-ci
 
 ## lint: go vet (the e2e suite with its build tag too), then golangci-lint with .golangci.yml
 ## (pinned in hack/lint/go.mod, built once by hack/build-tools.sh)
