@@ -153,7 +153,6 @@ var _ = Describe("migrate in place from Istio's own CNI and back", Serial, Order
 		perPhase := map[string]*tally{}
 		var order []string
 		var bad []string
-		nodeOf := map[string]string{}
 		for _, p := range created {
 			t := perPhase[p.phase]
 			if t == nil {
@@ -163,7 +162,6 @@ var _ = Describe("migrate in place from Istio's own CNI and back", Serial, Order
 			}
 			t.pods++
 			pod := waitRunning(ctx, ns, p.name)
-			nodeOf[p.name] = pod.Spec.NodeName
 			owner := podRulesOwner(pod.Spec.NodeName, pod.Status.PodIP)
 			switch owner {
 			case ownerIstio:

@@ -37,7 +37,11 @@ func (in *Installer) handBack(primary string, data []byte, res *Result) (bool, e
 	if in.cfg.HandBackTo == "" {
 		return false, nil
 	}
-	if theirs, err := pluginsOfType(data, in.cfg.HandBackTo); err != nil || len(theirs) == 0 {
+	theirs, err := pluginsOfType(data, in.cfg.HandBackTo)
+	if err != nil {
+		return false, fmt.Errorf("primary config %s: %w", filepath.Base(primary), err)
+	}
+	if len(theirs) == 0 {
 		return false, nil
 	}
 	res.HandedBack = in.cfg.HandBackTo
