@@ -33,7 +33,7 @@ build:
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/mesh-cni-metrics-proxy ./metricsproxy
 
 ## test: every test (the README's test command); lint first, it fails fast
-test: lint deps build k8s-bins istio-bins release-tools test-unit test-fuzz test-chart test-e2e-ci
+test: lint deps build k8s-bins istio-bins release-tools test-unit test-fuzz test-chart test-istio-install-cni test-e2e-ci
 
 ## lint: go vet (the e2e suite with its build tag too), then golangci-lint with .golangci.yml
 ## (pinned in hack/lint/go.mod, built once by hack/build-tools.sh)
@@ -47,8 +47,8 @@ K8S_BINS ?= etcd kube-apiserver kube-controller-manager kubectl
 k8s-bins:
 	@bash hack/build-k8s.sh $(K8S_BINS) >/dev/null
 
-## istio-bins: istioctl, pilot-discovery, pilot-agent, istio-cni and our injector driver from the module hack/istio (Istio version pinned in its go.mod), cached in $(MESH_CNI_CACHE)/istio
-ISTIO_BINS ?= istioctl pilot-discovery pilot-agent istio-cni inject
+## istio-bins: istioctl, pilot-discovery, pilot-agent, istio-cni, install-cni and our injector driver from the module hack/istio (Istio version pinned in its go.mod), cached in $(MESH_CNI_CACHE)/istio
+ISTIO_BINS ?= istioctl pilot-discovery pilot-agent istio-cni install-cni inject
 istio-bins:
 	@bash hack/build-istio.sh $(ISTIO_BINS) >/dev/null
 
@@ -215,6 +215,7 @@ e2e-ci-clusters:
 	$(E2E_ENV) E2E_IMAGES="$(PROXY_TAR)" E2E_INSTALL=helm E2E_CLUSTER=mesh-cni-e2e-flannel-$$$$ \
 	  E2E_PRIMARY=flannel E2E_PRIMARY_IMAGES=$$(bash hack/build-flannel.sh | tail -n1) \
 	  E2E_ISTIO_IMAGES=$$(bash hack/istio-images.sh | tail -n1) \
+	  E2E_ISTIO_CNI_IMAGES=$$(bash hack/istio-images.sh cni | tail -n1) \
 	  ISTIOCTL=$$(bash hack/build-istio.sh istioctl | tail -n1)/istioctl \
 	  E2E_KIND_CONFIG=$(CURDIR)/kind-configs/flannel.yaml $(GO) test -v -tags e2e -count=1 -timeout $(E2E_TIMEOUT) \
 	  ./e2e -ginkgo.v -ginkgo.no-color -ginkgo.label-filter='$(E2E_LABELS)'
@@ -231,9 +232,17 @@ test-e2e-more: image-tar testproxy-tar kind-image
 	$(E2E_ENV) E2E_CLUSTER=mesh-cni-e2e-rewriting-$$$$ \
 	  E2E_KIND_CONFIG=$(CURDIR)/kind-configs/rewriting-primary.yaml $(E2E_GO_SMOKE)
 
-## istio-images: istiod and the proxyv2 stand-in (Istio's pilot-agent, the test proxy in place of Envoy) as one tarball
+## istio-images: istiod and the proxyv2 stand-in (Istio's pilot-agent, the test proxy in place of Envoy) as one tarball; Istio's install-cni as another
 istio-images:
 	@bash hack/istio-images.sh >/dev/null
+	@bash hack/istio-images.sh cni >/dev/null
+
+## test-istio-install-cni: Istio's own install-cni (its image, run by docker) and mesh-cni's installer on one conf dir: migrateFrom, then handBackTo
+test-istio-install-cni:
+	@bash hack/docker.sh
+	tar=$$(bash hack/istio-images.sh cni | tail -n1) && docker load -q -i $$tar >/dev/null && \
+	  MESH_CNI_ISTIO_CNI_IMAGE=mesh-cni.local/istio/install-cni:$$(basename $$tar .tar | sed 's/^istio-cni-//') \
+	  $(GO) test -count=1 -v ./pkg/install -run TestWithIstiosOwnInstallCNI
 
 ## test-e2e-istio: Istio's real control plane and injector with mesh-cni as the CNI (label istio-real, Helm, one node)
 E2E_ISTIO_CLUSTER ?= mesh-cni-e2e-istio-$$$$
@@ -271,7 +280,7 @@ test-e2e-cilium: image-tar testproxy-tar kind-image cilium-tar
 	  E2E_KIND_CONFIG=$(CURDIR)/kind-configs/cilium.yaml $(GO) test -v -tags e2e -count=1 -timeout $(E2E_TIMEOUT) \
 	  ./e2e -ginkgo.v -ginkgo.no-color -ginkgo.label-filter='$(or $(E2E_LABELS),cilium || smoke)'
 
-.PHONY: kind-image testproxy-tar flannel-tar cilium-tar test-e2e test-e2e-ci e2e-ci-clusters test-e2e-more test-e2e-flannel test-e2e-cilium test-e2e-istio istio-images demo demo-down
+.PHONY: test-istio-install-cni kind-image testproxy-tar flannel-tar cilium-tar test-e2e test-e2e-ci e2e-ci-clusters test-e2e-more test-e2e-flannel test-e2e-cilium test-e2e-istio istio-images demo demo-down
 
 ## demo: a kind cluster with flannel as the primary CNI, mesh-cni (Helm) chained after it and a
 ## meshed app, with the proxy's evidence; DEMO_PRIMARY=default uses kind's own CNI (meshnet) instead

@@ -198,6 +198,12 @@ func (l *meshedLoad) stop() []createdPod {
 // startMeshedLoad creates a meshed pod every 1.5 s, on each node in turn,
 // and records the phase it was created in.
 func startMeshedLoad(ns string, nodeNames []string) *meshedLoad {
+	return startLoad(ns, "v", nodeNames, linkerd, 1500*time.Millisecond)
+}
+
+// startLoad creates a pod of contract c named <prefix>-<n> every pace, on
+// each node in turn, and records the phase it was created in.
+func startLoad(ns, prefix string, nodeNames []string, c contract, pace time.Duration) *meshedLoad {
 	l := &meshedLoad{current: "installed", done: make(chan struct{})}
 	l.wg.Add(1)
 	go func() {
@@ -209,7 +215,7 @@ func startMeshedLoad(ns string, nodeNames []string) *meshedLoad {
 				return
 			default:
 			}
-			p := meshedPod(fmt.Sprintf("v-%d", i), nodeNames[i%len(nodeNames)], linkerd, nil)
+			p := meshedPod(fmt.Sprintf("%s-%d", prefix, i), nodeNames[i%len(nodeNames)], c, nil)
 			l.mu.Lock()
 			phase := l.current
 			l.mu.Unlock()
@@ -221,11 +227,24 @@ func startMeshedLoad(ns string, nodeNames []string) *meshedLoad {
 			select {
 			case <-l.done:
 				return
-			case <-time.After(1500 * time.Millisecond): // the load's pace, not a wait
+			case <-time.After(pace): // the load's pace, not a wait
 			}
 		}
 	}()
 	return l
+}
+
+// count is how many pods the load created in phase so far.
+func (l *meshedLoad) count(phase string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	for _, p := range l.created {
+		if p.phase == phase {
+			n++
+		}
+	}
+	return n
 }
 
 // chainSamplers read each node's primary conflist every 100 ms, from inside
@@ -329,4 +348,29 @@ func chainHasMeshCNI(conf []byte) bool {
 		}
 	}
 	return false
+}
+
+// createdIn lists the pods the load created in phase.
+func (l *meshedLoad) createdIn(phase string) []createdPod {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []createdPod
+	for _, p := range l.created {
+		if p.phase == phase {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// forget drops a pod the spec deleted from the load's record.
+func (l *meshedLoad) forget(name string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for i, p := range l.created {
+		if p.name == name {
+			l.created = append(l.created[:i], l.created[i+1:]...)
+			return
+		}
+	}
 }

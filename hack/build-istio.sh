@@ -4,8 +4,9 @@
 #
 #   hack/build-istio.sh [component...]
 #
-# Components: istioctl pilot-discovery pilot-agent istio-cni inject
-# (default: all of them). inject is ours (hack/istio/cmd/inject): it runs
+# Components: istioctl pilot-discovery pilot-agent istio-cni install-cni
+# inject (default: all of them). install-cni is Istio's CNI node agent (the
+# istio-cni-node DaemonSet's container, hack/istio-images.sh makes its image). inject is ours (hack/istio/cmd/inject): it runs
 # Istio's injector library offline. The Istio version is pinned in one place,
 # hack/istio/go.mod. Binaries are static (CGO off) and land in
 # $MESH_CNI_CACHE/istio/<key>/bin, where <key> hashes the Istio version, the
@@ -29,9 +30,10 @@ declare -A pkg=(
   [pilot-discovery]=istio.io/istio/pilot/cmd/pilot-discovery
   [pilot-agent]=istio.io/istio/pilot/cmd/pilot-agent
   [istio-cni]=istio.io/istio/cni/cmd/istio-cni
+  [install-cni]=istio.io/istio/cni/cmd/install-cni
   [inject]=./cmd/inject
 )
-all=(istioctl pilot-discovery pilot-agent istio-cni inject)
+all=(istioctl pilot-discovery pilot-agent istio-cni install-cni inject)
 
 log() { echo "build-istio: $*" >&2; }
 die() { log "error: $*"; exit 1; }
@@ -43,8 +45,10 @@ for c in "${want[@]}"; do
 done
 command -v "$GO" >/dev/null || die "go is not installed"
 
-# istio-cni gets Istio's release tags and stripping (it is installed on
-# nodes); the others are built plainly. These are inputs of the key too.
+# istio-cni and install-cni get Istio's release tags and stripping (they run
+# on nodes; Istio builds both, its CNI_BINARIES, with AGENT_TAGS and
+# RELEASE_LDFLAGS: Makefile.core.mk in the module); the others are built
+# plainly. These flags are inputs of the key too.
 cni_tags=agent,disable_pgv,grpcnotrace,retrynotrace
 cni_ldflags="-s -w"
 
@@ -92,7 +96,7 @@ log "istio.io/istio $version, key $key"
 for c in "${missing[@]}"; do
   start=$SECONDS
   flags=()
-  if [ "$c" = istio-cni ]; then
+  if [ "$c" = istio-cni ] || [ "$c" = install-cni ]; then
     flags=(-tags "$cni_tags" -ldflags "$cni_ldflags")
   fi
   (cd "$MOD" && nice -n 10 "$GO" build -mod=readonly -trimpath "${flags[@]}" -o "$out/$c" "${pkg[$c]}") ||

@@ -18,6 +18,7 @@ type config struct {
 	cniBinDir, cniConfDir, confFileName string
 	chained, subdirChaining             bool
 	migrateFrom                         string
+	handBackTo                          string
 	stateDir, hostStateDir              string
 	runDir, hostRunDir                  string
 	pluginConfig, pluginBinary          string
@@ -55,6 +56,7 @@ func newFlagSet(c *config) *flag.FlagSet {
 	fs.BoolVar(&c.chained, "chained", true, "chain into the primary config; false writes a standalone conflist (Multus)")
 	fs.BoolVar(&c.subdirChaining, "subdir-chaining", false, "drop <confdir>/<network>/mesh-cni.conf instead of editing the primary (libcni >= 1.3)")
 	fs.StringVar(&c.migrateFrom, "migrate-from", "", "another mesh CNI plugin ("+strings.Join(install.MigrateSources, ", ")+") whose entry in the primary config mesh-cni replaces in the write that chains it, and keeps replacing while its installer still runs (empty: leave other entries be)")
+	fs.StringVar(&c.handBackTo, "hand-back-to", "", "another mesh CNI plugin ("+strings.Join(install.MigrateSources, ", ")+") that takes the node back: while the primary config holds its entry mesh-cni's is taken out, in one write; while it holds none mesh-cni's is chained (empty: off)")
 	fs.StringVar(&c.stateDir, "state-dir", "/host/var/lib/mesh-cni", "container path of the persistent state dir")
 	fs.StringVar(&c.hostStateDir, "host-state-dir", "/var/lib/mesh-cni", "host path of the state dir")
 	fs.StringVar(&c.runDir, "run-dir", "/host/var/run/mesh-cni", "container path of the run dir (tmpfs)")
@@ -111,6 +113,12 @@ func parseFlags(args []string) (*config, error) {
 	case "evict", "delete", "label":
 	default:
 		return nil, fmt.Errorf("--repair-policy must be evict, delete or label, not %q", c.repairPolicy)
+	}
+	if c.handBackTo != "" && !slices.Contains(install.MigrateSources, c.handBackTo) {
+		return nil, fmt.Errorf("--hand-back-to must be empty or one of %s, not %q", strings.Join(install.MigrateSources, ", "), c.handBackTo)
+	}
+	if c.handBackTo != "" && c.migrateFrom != "" {
+		return nil, fmt.Errorf("--hand-back-to=%s and --migrate-from=%s: set one (one takes the other plugin's entry out, the other takes mesh-cni's out)", c.handBackTo, c.migrateFrom)
 	}
 	if c.migrateFrom != "" && !slices.Contains(install.MigrateSources, c.migrateFrom) {
 		return nil, fmt.Errorf("--migrate-from must be empty or one of %s, not %q", strings.Join(install.MigrateSources, ", "), c.migrateFrom)

@@ -35,6 +35,8 @@ func TestFlagsRejected(t *testing.T) {
 		{"stray"},
 		{"--no-such-flag"},
 		{"--podget-binary="},
+		{"--hand-back-to=cilium"},
+		{"--hand-back-to=istio-cni", "--migrate-from=istio-cni"},
 	} {
 		if _, err := parseFlags(args); err == nil {
 			t.Errorf("%v accepted", args)

@@ -98,6 +98,7 @@ func run(cfg *config, log *slog.Logger) error {
 		Chained:      cfg.chained,
 		Subdir:       cfg.subdirChaining,
 		MigrateFrom:  cfg.migrateFrom,
+		HandBackTo:   cfg.handBackTo,
 		StateDir:     cfg.stateDir,
 		PluginBinary: cfg.pluginBinary,
 		HelperBinary: cfg.podgetBinary,

@@ -42,6 +42,9 @@ type Status struct {
 	// Takeover says how replacing another mesh CNI's entry goes
 	// (migrateFrom): "taking over from istio-cni (...)", then "took over".
 	Takeover string `json:"takeover,omitempty"`
+	// HandedBack (handBackTo) names the plugin the node went back to:
+	// its entry is in the primary and mesh-cni's is out.
+	HandedBack string `json:"handedBack,omitempty"`
 }
 
 // Options wire the agent. Paths are as the agent's container sees them;
@@ -362,7 +365,7 @@ func (a *Agent) update() {
 	} else if !a.kubeDone {
 		reasons = append(reasons, "kubeconfig not written yet")
 	}
-	st := Status{Ready: len(reasons) == 0, Reason: strings.Join(reasons, "; "), Takeover: a.inst.Takeover.String()}
+	st := Status{Ready: len(reasons) == 0, Reason: strings.Join(reasons, "; "), Takeover: a.inst.Takeover.String(), HandedBack: a.inst.HandedBack}
 	st.Marker = node.Marker{
 		Version: a.o.Version,
 		Backend: a.o.Backend,
@@ -436,9 +439,9 @@ func (a *Agent) update() {
 			a.o.Log.Warn("not ready", "reason", st.Reason)
 		}
 	}
-	// A takeover starting or ending is published too; it does not move
+	// A takeover starting or ending, and a hand-back, are published too; they do not move
 	// the ready time.
-	publish := changed || takeoverPhase(st.Takeover) != takeoverPhase(a.status.Takeover)
+	publish := changed || takeoverPhase(st.Takeover) != takeoverPhase(a.status.Takeover) || st.HandedBack != a.status.HandedBack
 	a.status = st
 	if publish && a.o.Publish != nil {
 		select {

@@ -57,3 +57,29 @@ func TestTakeoverStatusAndMetrics(t *testing.T) {
 		t.Errorf("conflist:\n%s", b)
 	}
 }
+
+// With handBackTo the Node status names the plugin the node went back to
+// once its entry is in and ours out; the agent stays ready.
+func TestHandBackStatus(t *testing.T) {
+	f := newFixtureMod(t, t.TempDir(), true, nil, func(c *install.Config, o *Options) {
+		c.HandBackTo = "istio-cni"
+	})
+	list := strings.Replace(string(fixtureBytes(t, "kindnet-ipv4.conflist")), "\n\t]\n}",
+		",\n\t{\"type\": \"istio-cni\", \"name\": \"istio-cni\"}\n\t]\n}", 1)
+	os.WriteFile(f.conf+"/10-kindnet.conflist", []byte(list), 0o644)
+	f.start(t)
+	testenv.EventuallyTrue(t, "ready, handed back to istio-cni", func() bool {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		for _, st := range f.published {
+			if st.Ready && st.HandedBack == "istio-cni" {
+				return true
+			}
+		}
+		return false
+	})
+	b, _ := os.ReadFile(f.conf + "/10-kindnet.conflist")
+	if !strings.Contains(string(b), "istio-cni") || strings.Contains(string(b), "mesh-cni") {
+		t.Errorf("conflist:\n%s", b)
+	}
+}

@@ -29,7 +29,11 @@ type Config struct {
 	Subdir       bool   // drop <confdir>/<network>/mesh-cni.conf instead of editing the primary
 	// MigrateFrom names another mesh CNI plugin (MigrateSources) whose
 	// entry ours replaces in the same write; "" leaves other entries be.
-	MigrateFrom  string
+	MigrateFrom string
+	// HandBackTo names another mesh CNI plugin (MigrateSources) that
+	// takes the node back: while the primary holds its entry, ours is
+	// taken out (handback.go); while it holds none, ours is chained.
+	HandBackTo   string
 	StateDir     string // persistent: backups and the install record
 	PluginBinary string // the plugin inside the image
 	// HelperBinary is mesh-cni-podget inside the image, installed beside
@@ -56,6 +60,9 @@ type Result struct {
 	// Replaced counts the entries of Config.MigrateFrom this pass took
 	// out, in the write that put ours in.
 	Replaced int
+	// HandedBack names the Config.HandBackTo plugin when the primary holds
+	// its entry and not ours (taken out by this pass or an earlier one).
+	HandedBack string
 	// Others lists other mesh CNI entries left in the primary (not
 	// MigrateFrom): they run for the same pods as ours.
 	Others []string
@@ -114,6 +121,9 @@ func New(cfg Config) (*Installer, error) {
 	}
 	if cfg.BinDir == "" || cfg.ConfDir == "" || cfg.StateDir == "" {
 		return nil, fmt.Errorf("bin dir, conf dir and state dir must be set")
+	}
+	if err := checkHandBackTo(cfg); err != nil {
+		return nil, err
 	}
 	if err := checkMigrateFrom(cfg); err != nil {
 		return nil, err
@@ -318,6 +328,10 @@ func (in *Installer) hasOurEntry(data []byte) (bool, error) {
 
 func (in *Installer) appendTo(primary string, data []byte) (Result, error) {
 	res := Result{Conf: primary, Primary: primary, Others: otherMeshes(data, in.cfg.MigrateFrom)}
+	if done, err := in.handBack(primary, data, &res); done || err != nil {
+		res.Others = otherMeshes(data, in.cfg.HandBackTo)
+		return res, err
+	}
 	ok, err := in.hasOurEntry(data)
 	if err != nil {
 		return res, err
