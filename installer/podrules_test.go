@@ -18,7 +18,8 @@ import (
 // The chart's pod-rules container parses, listens on the node's address,
 // and its flags' defaults are what the chart passes.
 func TestPodRulesFlagsAreTheChart(t *testing.T) {
-	r, err := chart.Render("../charts/mesh-cni", chart.Options{})
+	// podRules is off by default; its flags are what it renders when on.
+	r, err := chart.Render("../charts/mesh-cni", chart.Options{Values: map[string]any{"podRules": map[string]any{"enabled": true}}})
 	if err != nil {
 		t.Fatal(err)
 	}
