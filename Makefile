@@ -7,8 +7,8 @@ VERSION ?= $(shell cat VERSION)
 # The commit is passed in the link flags (the toolchain's VCS stamp is off:
 # -buildvcs=false), "-dirty" when the tree has uncommitted changes.
 COMMIT ?= $(shell bash hack/commit.sh)
-LDFLAGS := -s -w -X github.com/mesh-cni/mesh-cni/pkg/version.Version=$(VERSION) \
-	-X github.com/mesh-cni/mesh-cni/pkg/version.Commit=$(COMMIT)
+LDFLAGS := -s -w -X github.com/mesh-cni/mesh-cni/internal/version.Version=$(VERSION) \
+	-X github.com/mesh-cni/mesh-cni/internal/version.Commit=$(COMMIT)
 BIN := $(CURDIR)/bin
 # Test packages in parallel, but not more than the cores we have. hack's
 # TestRelease cross-builds both platforms: more than go test's default 10m
@@ -25,12 +25,12 @@ deps:
 ## build: static binaries into bin/ (mesh-cnictl also as kubectl-mesh_cni, the kubectl plugin)
 build:
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/mesh-cni ./plugin
-	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/mesh-cni-podget ./podget
-	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/mesh-cnictl ./ctl
+	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/mesh-cni-podget ./cmd/mesh-cni-podget
+	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/mesh-cnictl ./cmd/mesh-cnictl
 	ln -sf mesh-cnictl $(BIN)/kubectl-mesh_cni
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/mesh-cni-agent ./installer
-	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/mesh-cni-validator ./validator
-	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/mesh-cni-metrics-proxy ./metricsproxy
+	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/mesh-cni-validator ./cmd/mesh-cni-validator
+	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/mesh-cni-metrics-proxy ./cmd/mesh-cni-metrics-proxy
 
 ## test: every test (the README's test command); lint first, it fails fast
 test: lint deps build k8s-bins istio-bins release-tools test-unit test-fuzz test-chart test-istio-install-cni test-e2e-ci
@@ -38,11 +38,11 @@ test: lint deps build k8s-bins istio-bins release-tools test-unit test-fuzz test
 ## lint: go vet (the e2e suite with its build tag too), then golangci-lint with .golangci.yml
 ## (pinned in hack/lint/go.mod, built once by hack/build-tools.sh)
 lint:
-	$(GO) vet ./...
-	$(GO) vet -tags e2e ./e2e
-	$$(bash hack/build-tools.sh golangci-lint | tail -n1)/golangci-lint run ./...
+	for m in . charts docs; do $(GO) -C $$m vet ./...; done
+	$(GO) -C e2e vet -tags e2e ./...
+	lint=$$(bash hack/build-tools.sh golangci-lint | tail -n1)/golangci-lint; for m in . charts docs e2e; do (cd $$m && $$lint run ./...); done
 
-## k8s-bins: etcd, kube-apiserver, kube-controller-manager, kubectl for the API-server tests (pkg/testenv), built from source, cached in $(MESH_CNI_CACHE)/k8s
+## k8s-bins: etcd, kube-apiserver, kube-controller-manager, kubectl for the API-server tests (internal/testsupport/testenv), built from source, cached in $(MESH_CNI_CACHE)/k8s
 K8S_BINS ?= etcd kube-apiserver kube-controller-manager kubectl
 k8s-bins:
 	@bash hack/build-k8s.sh $(K8S_BINS) >/dev/null
@@ -66,16 +66,18 @@ REGISTRY ?=
 release: release-tools
 	REGISTRY=$(REGISTRY) VERSION=$(VERSION) bash hack/release.sh
 
-## istio-goldens: rewrite pkg/contract/testdata/istio/*.yaml with Istio's injector (inputs in .../istio/in)
+## istio-goldens: rewrite internal/testsupport/contract/testdata/istio/*.yaml with Istio's injector (inputs in .../istio/in)
 istio-goldens:
 	bash hack/istio-goldens.sh
 
 test-unit:
-	$(GOTEST) $$($(GO) list ./... | grep -v -x github.com/mesh-cni/mesh-cni/pkg/chart)
+	$(GOTEST) ./...
+	cd docs && $(GOTEST) ./...
 
 ## test-check: mesh-cnictl's checks and the docs' commands (also part of test-unit)
 test-check:
-	$(GOTEST) ./pkg/check ./ctl ./pkg/doctest ./docs
+	$(GOTEST) ./internal/ctl/check ./cmd/mesh-cnictl ./internal/testsupport/doctest
+	cd docs && $(GOTEST) ./...
 
 # Short fuzz runs of the parsers, as execution counts (about 10 s each on a
 # 2-core machine): a -fuzztime duration races Go 1.26's fuzz coordinator at
@@ -84,23 +86,23 @@ test-check:
 FUZZTIME ?=
 fuzz = $(GO) test -run=^$$ -fuzz=^$(1)$$ -fuzztime=$(or $(FUZZTIME),$(2)) $(3)
 test-fuzz:
-	$(call fuzz,FuzzParsePorts,300000x,./pkg/mesh)
-	$(call fuzz,FuzzParseCIDRs,250000x,./pkg/mesh)
-	$(call fuzz,FuzzDecide,120000x,./pkg/mesh)
-	$(call fuzz,FuzzConsulRedirect,200000x,./pkg/mesh)
-	$(call fuzz,FuzzAnnotationsToRules,40000x,./pkg/mesh)
-	$(call fuzz,FuzzChain,120000x,./pkg/install)
-	$(call fuzz,FuzzEntry,200000x,./pkg/install)
-	$(call fuzz,FuzzParse,250000x,./pkg/config)
-	$(call fuzz,FuzzNoAppIdentityExempt,20000x,./pkg/contract)
-	$(call fuzz,FuzzReadResponse,100000x,./pkg/podget)
-	$(call fuzz,FuzzKubeconfig,50000x,./pkg/apiget)
+	$(call fuzz,FuzzParsePorts,300000x,./internal/mesh)
+	$(call fuzz,FuzzParseCIDRs,250000x,./internal/mesh)
+	$(call fuzz,FuzzDecide,120000x,./internal/mesh)
+	$(call fuzz,FuzzConsulRedirect,200000x,./internal/mesh)
+	$(call fuzz,FuzzAnnotationsToRules,40000x,./internal/mesh)
+	$(call fuzz,FuzzChain,120000x,./internal/agent/install)
+	$(call fuzz,FuzzEntry,200000x,./internal/agent/install)
+	$(call fuzz,FuzzParse,250000x,./internal/config)
+	$(call fuzz,FuzzNoAppIdentityExempt,20000x,./internal/testsupport/contract)
+	$(call fuzz,FuzzReadResponse,100000x,./internal/lookup/podget)
+	$(call fuzz,FuzzKubeconfig,50000x,./internal/lookup/apiget)
 
 bench: bench-agent bench-backend bench-plugin bench-chart bench-podcache
 
 ## bench-podcache: one plugin pod lookup over the agent socket (real API server behind the cache)
 bench-podcache: k8s-bins
-	$(GO) test -count=1 -run '^$$' -bench '^BenchmarkLookup$$' -benchmem ./pkg/podcache
+	$(GO) test -count=1 -run '^$$' -bench '^BenchmarkLookup$$' -benchmem ./internal/agent/podcache
 
 ## bench-agent: re-chain latency over 1000 primary rewrites and steady-state RSS of the real agent binary
 bench-agent: build
@@ -108,7 +110,7 @@ bench-agent: build
 
 ## bench-backend: Apply/Delete p50/p99 per backend and mode, next to the exec-per-rule baseline; sandbox vs nsenter; auto detection
 bench-backend:
-	$(GO) test -count=1 -run '^$$' -bench . -benchtime=100x ./pkg/backend ./pkg/backend/iptables
+	$(GO) test -count=1 -run '^$$' -bench . -benchtime=100x ./internal/backend ./internal/backend/iptables
 
 ## bench-plugin: ADD/DEL latency through libcni after ptp, per backend, vs ptp alone, an exec-per-rule baseline and Istio's istio-cni (iptables and nftables modes), with mesh-cni's API-lookup mode; the pods live in a real kube-apiserver; writes docs/benchmarks.md
 # Only what the benchmark runs: etcd and kube-apiserver, and istio-cni (not
@@ -147,11 +149,11 @@ image-tar: image
 
 ## kustomize-base: regenerate kustomize/base and components from the chart
 kustomize-base:
-	$(GO) run ./hack/kustomize-base
+	cd charts && $(GO) run ./kustomize-base
 
-## generate: regenerate the chart schema's plugin settings and docs/configuration.md from pkg/config
+## generate: regenerate the chart schema's plugin settings and docs/configuration.md from internal/config
 generate:
-	$(GO) generate ./pkg/config
+	$(GO) generate ./internal/config
 
 ## chart-lint: helm lint --strict and ct lint, offline
 chart-lint:
@@ -159,11 +161,11 @@ chart-lint:
 
 ## bench-chart: chart render (schema included) and kustomize build time
 bench-chart:
-	$(GO) test -count=1 -run '^$$' -bench . -benchmem ./pkg/chart
+	cd charts && $(GO) test -count=1 -run '^$$' -bench . -benchmem ./chart
 
 ## test-chart: chart lint, and render/kustomize/API-server tests of the chart
 test-chart: chart-lint
-	$(GOTEST) ./pkg/chart
+	cd charts && $(GOTEST) ./...
 
 ## kind-image: the offline kind node image (cached in $(MESH_CNI_CACHE)/kind)
 K8S_VERSION ?= $(shell bash hack/pin.sh K8S_VERSION)
@@ -178,7 +180,7 @@ PROXY_TAR := $(MESH_CNI_CACHE)/images/testproxy-$(VERSION).tar
 testproxy-tar:
 	@bash hack/docker.sh
 	@mkdir -p $(BIN)/testproxy-image $(dir $(PROXY_TAR))
-	$(GO) build -trimpath -ldflags '-s -w' -o $(BIN)/testproxy-image/testproxy ./testproxy
+	$(GO) build -trimpath -ldflags '-s -w' -o $(BIN)/testproxy-image/testproxy ./internal/testsupport/testproxy
 	printf 'FROM scratch\nCOPY testproxy /testproxy\nENTRYPOINT ["/testproxy"]\n' > $(BIN)/testproxy-image/Dockerfile
 	DOCKER_BUILDKIT=0 docker build -q -t $(PROXY_IMAGE) $(BIN)/testproxy-image >/dev/null
 	docker save -o $(PROXY_TAR).tmp $(PROXY_IMAGE)
@@ -191,9 +193,9 @@ E2E_ENV = E2E_IMAGES="$(IMAGE_TAR) $(PROXY_TAR)" E2E_NODE_IMAGE=$(KIND_NODE_IMAG
 	HELM=$$(bash hack/chart-tools.sh helm | tail -n1)/helm CT=$$(bash hack/chart-tools.sh ct | tail -n1)/ct \
 	KUBECTL=$$(bash hack/build-k8s.sh kubectl | tail -n1)/kubectl
 # Every label but istio-real (test-e2e-istio) unless E2E_LABELS says otherwise.
-E2E_GO_TEST = $(GO) test -v -tags e2e -count=1 -timeout $(E2E_TIMEOUT) ./e2e -ginkgo.v -ginkgo.no-color -ginkgo.label-filter='$(or $(E2E_LABELS),!istio-real)'
+E2E_GO_TEST = $(GO) -C e2e test -v -tags e2e -count=1 -timeout $(E2E_TIMEOUT) . -ginkgo.v -ginkgo.no-color -ginkgo.label-filter='$(or $(E2E_LABELS),!istio-real)'
 # The other cluster shapes run the smoke specs unless E2E_LABELS says otherwise.
-E2E_GO_SMOKE = $(GO) test -v -tags e2e -count=1 -timeout $(E2E_TIMEOUT) ./e2e -ginkgo.v -ginkgo.no-color -ginkgo.label-filter='$(or $(E2E_LABELS),smoke)'
+E2E_GO_SMOKE = $(GO) -C e2e test -v -tags e2e -count=1 -timeout $(E2E_TIMEOUT) . -ginkgo.v -ginkgo.no-color -ginkgo.label-filter='$(or $(E2E_LABELS),smoke)'
 test-e2e: image-tar testproxy-tar kind-image
 	$(E2E_ENV) E2E_INSTALL=helm E2E_CLUSTER=mesh-cni-e2e-helm-$$$$ \
 	  E2E_KIND_CONFIG=$(CURDIR)/kind-configs/multi-node.yaml $(E2E_GO_TEST)
@@ -217,11 +219,11 @@ e2e-ci-clusters:
 	  E2E_ISTIO_IMAGES=$$(bash hack/istio-images.sh | tail -n1) \
 	  E2E_ISTIO_CNI_IMAGES=$$(bash hack/istio-images.sh cni | tail -n1) \
 	  ISTIOCTL=$$(bash hack/build-istio.sh istioctl | tail -n1)/istioctl \
-	  E2E_KIND_CONFIG=$(CURDIR)/kind-configs/flannel.yaml $(GO) test -v -tags e2e -count=1 -timeout $(E2E_TIMEOUT) \
-	  ./e2e -ginkgo.v -ginkgo.no-color -ginkgo.label-filter='$(E2E_LABELS)'
+	  E2E_KIND_CONFIG=$(CURDIR)/kind-configs/flannel.yaml $(GO) -C e2e test -v -tags e2e -count=1 -timeout $(E2E_TIMEOUT) \
+	  . -ginkgo.v -ginkgo.no-color -ginkgo.label-filter='$(E2E_LABELS)'
 	$(E2E_ENV) E2E_IMAGES="$(PROXY_TAR)" E2E_INSTALL=kustomize E2E_CLUSTER=mesh-cni-e2e-kustomize-$$$$ \
-	  E2E_KIND_CONFIG=$(CURDIR)/kind-configs/status.yaml $(GO) test -v -tags e2e -count=1 -timeout $(E2E_TIMEOUT) \
-	  ./e2e -ginkgo.v -ginkgo.no-color -ginkgo.label-filter='$(or $(E2E_LABELS),smoke || status || refuse)'
+	  E2E_KIND_CONFIG=$(CURDIR)/kind-configs/status.yaml $(GO) -C e2e test -v -tags e2e -count=1 -timeout $(E2E_TIMEOUT) \
+	  . -ginkgo.v -ginkgo.no-color -ginkgo.label-filter='$(or $(E2E_LABELS),smoke || status || refuse)'
 
 ## test-e2e-more: the IPv6-only, GKE-path and rewriting-primary clusters (smoke specs)
 test-e2e-more: image-tar testproxy-tar kind-image
@@ -242,7 +244,7 @@ test-istio-install-cni:
 	@bash hack/docker.sh
 	tar=$$(bash hack/istio-images.sh cni | tail -n1) && docker load -q -i $$tar >/dev/null && \
 	  MESH_CNI_ISTIO_CNI_IMAGE=mesh-cni.local/istio/install-cni:$$(basename $$tar .tar | sed 's/^istio-cni-//') \
-	  $(GO) test -count=1 -v ./pkg/install -run TestWithIstiosOwnInstallCNI
+	  $(GO) test -count=1 -v ./internal/agent/install -run TestWithIstiosOwnInstallCNI
 
 ## test-e2e-istio: Istio's real control plane and injector with mesh-cni as the CNI (label istio-real, Helm, one node)
 E2E_ISTIO_CLUSTER ?= mesh-cni-e2e-istio-$$$$
@@ -251,7 +253,7 @@ test-e2e-istio: image-tar testproxy-tar kind-image
 	$(E2E_ENV) E2E_ISTIO_IMAGES=$$(bash hack/istio-images.sh | tail -n1) \
 	  ISTIOCTL=$$(bash hack/build-istio.sh istioctl | tail -n1)/istioctl \
 	  E2E_INSTALL=helm E2E_CLUSTER=$(E2E_ISTIO_CLUSTER) E2E_KIND_CONFIG=$(E2E_ISTIO_KIND_CONFIG) \
-	  $(GO) test -v -tags e2e -count=1 -timeout $(E2E_TIMEOUT) ./e2e -ginkgo.v -ginkgo.no-color \
+	  $(GO) -C e2e test -v -tags e2e -count=1 -timeout $(E2E_TIMEOUT) . -ginkgo.v -ginkgo.no-color \
 	  -ginkgo.label-filter='$(or $(E2E_LABELS),istio-real)'
 
 
@@ -277,8 +279,8 @@ E2E_CILIUM_SET ?=
 test-e2e-cilium: image-tar testproxy-tar kind-image cilium-tar
 	$(E2E_ENV) E2E_INSTALL=helm E2E_CLUSTER=$(E2E_CILIUM_CLUSTER) \
 	  E2E_PRIMARY=cilium E2E_PRIMARY_IMAGES=$$(bash hack/build-cilium.sh | tail -n1) E2E_PRIMARY_SET='$(E2E_CILIUM_SET)' \
-	  E2E_KIND_CONFIG=$(CURDIR)/kind-configs/cilium.yaml $(GO) test -v -tags e2e -count=1 -timeout $(E2E_TIMEOUT) \
-	  ./e2e -ginkgo.v -ginkgo.no-color -ginkgo.label-filter='$(or $(E2E_LABELS),cilium || smoke)'
+	  E2E_KIND_CONFIG=$(CURDIR)/kind-configs/cilium.yaml $(GO) -C e2e test -v -tags e2e -count=1 -timeout $(E2E_TIMEOUT) \
+	  . -ginkgo.v -ginkgo.no-color -ginkgo.label-filter='$(or $(E2E_LABELS),cilium || smoke)'
 
 .PHONY: test-istio-install-cni kind-image testproxy-tar flannel-tar cilium-tar test-e2e test-e2e-ci e2e-ci-clusters test-e2e-more test-e2e-flannel test-e2e-cilium test-e2e-istio istio-images demo demo-down
 

@@ -7,13 +7,13 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/mesh-cni/mesh-cni/pkg/mesh"
-	"github.com/mesh-cni/mesh-cni/pkg/rules"
-	"github.com/mesh-cni/mesh-cni/pkg/testenv"
+	"github.com/mesh-cni/mesh-cni/internal/mesh"
+	"github.com/mesh-cni/mesh-cni/internal/rules"
+	"github.com/mesh-cni/mesh-cni/internal/testsupport/testenv"
 )
 
 // The defaults and bounds the prose states are the Go owners' (the
-// profiles in pkg/mesh, the bounds, the TPROXY mark): each phrase is built
+// profiles in internal/mesh, the bounds, the TPROXY mark): each phrase is built
 // from the owner and must appear in the file as written.
 func TestDefaultsInProse(t *testing.T) {
 	root := testenv.RepoRoot(t)
@@ -40,7 +40,7 @@ func TestDefaultsInProse(t *testing.T) {
 		"docs/upgrade.md": {
 			fmt.Sprintf("`meshes.linkerd.proxyUID: %d`", *l.ProxyUID),
 		},
-		"pkg/mesh/README.md": {
+		"internal/mesh/README.md": {
 			fmt.Sprintf("Linkerd's proxy runs as `proxy.uid` %d", *l.ProxyUID),
 			fmt.Sprintf("1 to %d with start ≤ end", mesh.MaxPort),
 			fmt.Sprintf("**added** to %s", strings.Join(i.IgnoreInbound, ",")),

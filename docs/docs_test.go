@@ -23,10 +23,10 @@ import (
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 	"sigs.k8s.io/yaml"
 
-	"github.com/mesh-cni/mesh-cni/pkg/check"
-	"github.com/mesh-cni/mesh-cni/pkg/doctest"
-	"github.com/mesh-cni/mesh-cni/pkg/repair"
-	"github.com/mesh-cni/mesh-cni/pkg/testenv"
+	"github.com/mesh-cni/mesh-cni/internal/agent/repair"
+	"github.com/mesh-cni/mesh-cni/internal/ctl/check"
+	"github.com/mesh-cni/mesh-cni/internal/testsupport/doctest"
+	"github.com/mesh-cni/mesh-cni/internal/testsupport/testenv"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }
@@ -66,7 +66,7 @@ func TestCommands(t *testing.T) {
 
 // Names the docs mention must exist: metrics, the node annotation, links.
 func TestNames(t *testing.T) {
-	src, err := os.ReadFile("../pkg/metrics/metrics.go")
+	src, err := os.ReadFile("../internal/agent/metrics/metrics.go")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,7 +75,7 @@ func TestNames(t *testing.T) {
 		metrics[m[1]] = true
 	}
 	if len(metrics) == 0 {
-		t.Fatal("no metric names found in pkg/metrics")
+		t.Fatal("no metric names found in internal/agent/metrics")
 	}
 	metricRef := regexp.MustCompile("`(mesh_cni_[a-z_]+)")
 	annRef := regexp.MustCompile(`mesh-cni\.io/[a-z-]+`)
@@ -88,7 +88,7 @@ func TestNames(t *testing.T) {
 		text := string(b)
 		for _, m := range metricRef.FindAllStringSubmatch(text, -1) {
 			if !metrics[m[1]] {
-				t.Errorf("%s: metric %s is not in pkg/metrics", f, m[1])
+				t.Errorf("%s: metric %s is not in internal/agent/metrics", f, m[1])
 			}
 		}
 		for _, a := range annRef.FindAllString(text, -1) {
@@ -144,7 +144,7 @@ func goBuild(t *testing.T, root, dir, name, pkg string) string {
 	}
 	out := filepath.Join(dir, name)
 	cmd := exec.Command("go", "build", "-trimpath", "-ldflags",
-		"-X github.com/mesh-cni/mesh-cni/pkg/version.Version="+strings.TrimSpace(string(v)), "-o", out, pkg)
+		"-X github.com/mesh-cni/mesh-cni/internal/version.Version="+strings.TrimSpace(string(v)), "-o", out, pkg)
 	cmd.Dir = root
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if b, err := cmd.CombinedOutput(); err != nil {

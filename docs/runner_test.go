@@ -22,11 +22,11 @@ import (
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 	"sigs.k8s.io/yaml"
 
-	"github.com/mesh-cni/mesh-cni/pkg/check"
-	"github.com/mesh-cni/mesh-cni/pkg/config"
-	"github.com/mesh-cni/mesh-cni/pkg/doctest"
-	"github.com/mesh-cni/mesh-cni/pkg/node"
-	"github.com/mesh-cni/mesh-cni/pkg/testenv"
+	"github.com/mesh-cni/mesh-cni/internal/config"
+	"github.com/mesh-cni/mesh-cni/internal/ctl/check"
+	"github.com/mesh-cni/mesh-cni/internal/node"
+	"github.com/mesh-cni/mesh-cni/internal/testsupport/doctest"
+	"github.com/mesh-cni/mesh-cni/internal/testsupport/testenv"
 )
 
 // obj is what a rendered object contributes to name checks.
@@ -63,7 +63,7 @@ func newRunner(t *testing.T) *runner {
 	r := &runner{
 		root:        root,
 		helm:        helmBinary(t, root),
-		ctl:         goBuild(t, root, bin, "mesh-cnictl", "./ctl"),
+		ctl:         goBuild(t, root, bin, "mesh-cnictl", "./cmd/mesh-cnictl"),
 		plugin:      filepath.Join(bin, "kubectl-mesh_cni"),
 		env:         env,
 		kubeconfig:  env.Kubeconfig,
@@ -673,7 +673,7 @@ func (r *runner) explain(t *testing.T, bin string, argv []string) {
 // explainCheck runs explain --check as the docs show it. No agent runs
 // against the test API server (no kubelet, no node), so the command is
 // expected to explain the pod and then stop where it looks for the agent
-// pod of worker-3, saying so; ctl/podcheck_test.go runs the whole path
+// pod of worker-3, saying so; cmd/mesh-cnictl/podcheck_test.go runs the whole path
 // with a real agent endpoint, netns and pods/proxy.
 func (r *runner) explainCheck(t *testing.T, bin string, argv []string) {
 	out, errs, code := r.run(t, bin, argv[1:]...)
@@ -717,7 +717,7 @@ func (r *runner) nodePaths(t *testing.T, args []string) {
 		case known[a]:
 		case filepath.Dir(a) == node.DefaultConfDir && (strings.HasSuffix(a, ".conflist") || strings.HasSuffix(a, ".conf")):
 		default:
-			r.errorf(t, "%s is not a host path mesh-cni uses (pkg/node)", a)
+			r.errorf(t, "%s is not a host path mesh-cni uses (internal/node)", a)
 		}
 	}
 }

@@ -8,8 +8,8 @@ import (
 
 	"sigs.k8s.io/yaml"
 
-	"github.com/mesh-cni/mesh-cni/pkg/chart"
-	"github.com/mesh-cni/mesh-cni/pkg/doctest"
+	"github.com/mesh-cni/mesh-cni/charts/chart"
+	"github.com/mesh-cni/mesh-cni/internal/testsupport/doctest"
 )
 
 // The startup-taint examples in install.md are what the chart does: the

@@ -19,7 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/mesh-cni/mesh-cni/pkg/testenv"
+	"github.com/mesh-cni/mesh-cni/internal/testsupport/testenv"
 )
 
 // Cilium as the primary (E2E_PRIMARY=cilium): its chart, from the module

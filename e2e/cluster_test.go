@@ -18,8 +18,8 @@ import (
 	"sigs.k8s.io/kind/pkg/cluster"
 	"sigs.k8s.io/kind/pkg/cluster/nodeutils"
 
-	"github.com/mesh-cni/mesh-cni/pkg/kindnode"
-	"github.com/mesh-cni/mesh-cni/pkg/testenv"
+	"github.com/mesh-cni/mesh-cni/internal/testsupport/kindnode"
+	"github.com/mesh-cni/mesh-cni/internal/testsupport/testenv"
 )
 
 const gkeBinDir = "/tmp/mesh-cni-gke-bin"
@@ -143,7 +143,7 @@ func tearDownCluster() {
 }
 
 // deleteCluster deletes a kind cluster. A node that Docker cannot stop
-// because a cgroup inside it stayed frozen (pkg/kindnode) is thawed, and
+// because a cgroup inside it stayed frozen (internal/testsupport/kindnode) is thawed, and
 // the delete tried again.
 func deleteCluster(p *cluster.Provider, name, kubeconfig string) error {
 	var err error

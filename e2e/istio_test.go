@@ -21,7 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/utils/ptr"
 
-	"github.com/mesh-cni/mesh-cni/pkg/testenv"
+	"github.com/mesh-cni/mesh-cni/internal/testsupport/testenv"
 )
 
 // Istio's real control plane (istiod and its sidecar injector, built from
@@ -29,7 +29,7 @@ import (
 // images come from hack/istio-images.sh: istiod is Istio's own
 // pilot-discovery; the proxyv2 image holds Istio's pilot-agent, which runs
 // istio-validation, and our test proxy in place of Envoy for the istio-proxy
-// container (testproxy/proxyv2.go). So the injection, the injected pod spec,
+// container (internal/testsupport/testproxy/proxyv2.go). So the injection, the injected pod spec,
 // Istio's own check that the redirect works and the repair of a pod that
 // failed it are all real; only the proxy that answers is ours.
 

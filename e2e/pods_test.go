@@ -18,11 +18,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
-	"github.com/mesh-cni/mesh-cni/pkg/testenv"
+	"github.com/mesh-cni/mesh-cni/internal/testsupport/testenv"
 )
 
 // Mesh contracts the suite plays: the proxy container's name, UID and ports
-// are those mesh-cni's profiles expect (pkg/mesh).
+// are those mesh-cni's profiles expect (internal/mesh).
 type contract struct {
 	sidecar     string
 	uid         int64
@@ -45,7 +45,7 @@ var (
 			"sidecar.istio.io/status": `{"initContainers":null,"containers":["istio-proxy"],"volumes":["istio-envoy"],"imagePullSecrets":null,"revision":"default"}`,
 		},
 	}
-	// Kuma 2.x's per-field annotations (pkg/mesh/README.md); the chart
+	// Kuma 2.x's per-field annotations (internal/mesh/README.md); the chart
 	// turns the profile on in the e2e install.
 	kuma = contract{
 		sidecar: "kuma-sidecar", uid: 5678, inbound: 15006, outbound: 15001,

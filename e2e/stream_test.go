@@ -16,13 +16,13 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
-	"github.com/mesh-cni/mesh-cni/pkg/testenv"
+	"github.com/mesh-cni/mesh-cni/internal/testsupport/testenv"
 )
 
 // Long-lived meshed clients: each holds one TCP connection to an echoing
 // peer through its sidecar (the test proxy relaying to the original
 // destination) and sends a line every 100 ms; `testproxy stream` prints
-// its counters every second (testproxy/stream.go).
+// its counters every second (internal/testsupport/testproxy/stream.go).
 const (
 	streamPort = 7070
 	streamPeer = "stream-peer"

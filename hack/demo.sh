@@ -114,7 +114,7 @@ EOT
 
 down() {
   KIND=$(bash "$ROOT/hack/kind-cli.sh" | tail -n1)
-  # A node stuck on a frozen cgroup (pkg/kindnode) is thawed, then deleted.
+  # A node stuck on a frozen cgroup (internal/testsupport/kindnode) is thawed, then deleted.
   "$KIND" delete cluster --name "$CLUSTER" --kubeconfig "$KUBECONFIG_FILE" || {
     (cd "$ROOT" && go run ./hack/kind-thaw "$CLUSTER")
     "$KIND" delete cluster --name "$CLUSTER" --kubeconfig "$KUBECONFIG_FILE"

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Writes Istio's injected pods for the application pods in
-# pkg/contract/testdata/istio/in into a directory (default: the goldens next
+# internal/testsupport/contract/testdata/istio/in into a directory (default: the goldens next
 # to them), with Istio's own injector and the injector config that
 # `istioctl manifest generate` renders with CNI mode on.
 #
@@ -8,7 +8,7 @@
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
-data="$here/../pkg/contract/testdata/istio"
+data="$here/../internal/testsupport/contract/testdata/istio"
 out=${1:-$data}
 bin=$("$here/build-istio.sh" istioctl inject | tail -n1)
 tmp=$(mktemp -d)

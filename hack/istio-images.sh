@@ -26,10 +26,10 @@
 # with repair.enabled=false in sidecar mode, as the migrate spec installs it.
 #
 # Istio's commands come from hack/build-istio.sh (the version pinned in
-# hack/istio/go.mod); the test proxy from testproxy/. Envoy is not built
+# hack/istio/go.mod); the test proxy from internal/testsupport/testproxy/. Envoy is not built
 # here, so the proxyv2 stand-in runs the test proxy where Istio runs
 # pilot-agent and Envoy (`proxy sidecar`) and Istio's pilot-agent for every
-# other command, such as istio-validation (testproxy/proxyv2.go). Both are
+# other command, such as istio-validation (internal/testsupport/testproxy/proxyv2.go). Both are
 # static binaries; nothing in them needs a shell or host tools
 # (istio-validation with --skip-rule-apply only listens and dials).
 #
@@ -96,7 +96,7 @@ istio=$(bash "$here/build-istio.sh" pilot-discovery pilot-agent | tail -n1)
 mkdir -p "$ctx/pilot" "$ctx/proxyv2"
 cp "$istio/pilot-discovery" "$ctx/pilot/"
 cp "$istio/pilot-agent" "$ctx/proxyv2/"
-(cd "$root" && CGO_ENABLED=0 GOFLAGS=-buildvcs=false "$GO" build -trimpath -ldflags '-s -w' -o "$ctx/proxyv2/testproxy" ./testproxy)
+(cd "$root" && CGO_ENABLED=0 GOFLAGS=-buildvcs=false "$GO" build -trimpath -ldflags '-s -w' -o "$ctx/proxyv2/testproxy" ./internal/testsupport/testproxy)
 
 cat >"$ctx/pilot/Dockerfile" <<'EOF'
 FROM scratch

@@ -35,8 +35,8 @@ VERSION=${VERSION:-$(cat VERSION)}
 COMMIT=${COMMIT:-$(bash hack/commit.sh)}
 OUT=${OUT:-$ROOT/_out/release/$VERSION}
 ARCHES=(amd64 arm64)
-BINARIES=(mesh-cni:./plugin mesh-cni-podget:./podget mesh-cni-agent:./installer
-  mesh-cni-validator:./validator mesh-cni-metrics-proxy:./metricsproxy mesh-cnictl:./ctl)
+BINARIES=(mesh-cni:./plugin mesh-cni-podget:./cmd/mesh-cni-podget mesh-cni-agent:./installer
+  mesh-cni-validator:./cmd/mesh-cni-validator mesh-cni-metrics-proxy:./cmd/mesh-cni-metrics-proxy mesh-cnictl:./cmd/mesh-cnictl)
 
 log() { echo "release: $*" >&2; }
 die() { log "error: $*"; exit 1; }
@@ -86,7 +86,7 @@ key_fingerprint=$(sha256sum "${COSIGN_KEY%.key}.pub" | cut -c1-64)
 # Offline: no transparency log; real releases sign keyless (docs/release.md).
 sign=("$cosign" sign --yes --key "$COSIGN_KEY" --tlog-upload=false)
 
-ldflags="-s -w -X github.com/mesh-cni/mesh-cni/pkg/version.Version=$VERSION -X github.com/mesh-cni/mesh-cni/pkg/version.Commit=$COMMIT"
+ldflags="-s -w -X github.com/mesh-cni/mesh-cni/internal/version.Version=$VERSION -X github.com/mesh-cni/mesh-cni/internal/version.Commit=$COMMIT"
 # Layer timestamps and the SBOM's creation time are the commit's, so a
 # rebuild of the same commit gives the same layers.
 epoch=$(git log -1 --format=%ct 2>/dev/null || echo 0)

@@ -9,8 +9,8 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/mesh-cni/mesh-cni/pkg/kubeconfig"
-	"github.com/mesh-cni/mesh-cni/pkg/rollout"
+	"github.com/mesh-cni/mesh-cni/internal/agent/kubeconfig"
+	"github.com/mesh-cni/mesh-cni/internal/agent/rollout"
 )
 
 // agentsReadyCommand is the subcommand the chart's `helm test` runs:

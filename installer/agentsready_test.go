@@ -7,7 +7,7 @@ import (
 )
 
 // The API path (token, RBAC, DaemonSet status) is TestHelmTestPod's, in
-// pkg/chart; here the command line.
+// charts/chart; here the command line.
 func TestAgentsReadyUsage(t *testing.T) {
 	t.Setenv("POD_NAMESPACE", "")
 	t.Setenv("KUBERNETES_SERVICE_HOST", "")

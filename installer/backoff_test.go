@@ -9,8 +9,8 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/mesh-cni/mesh-cni/pkg/retry/retrytest"
-	"github.com/mesh-cni/mesh-cni/pkg/testenv"
+	"github.com/mesh-cni/mesh-cni/internal/testsupport/retrytest"
+	"github.com/mesh-cni/mesh-cni/internal/testsupport/testenv"
 )
 
 // waitDelays waits until log holds n retry waits.

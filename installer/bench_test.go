@@ -21,7 +21,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/mesh-cni/mesh-cni/pkg/testenv"
+	"github.com/mesh-cni/mesh-cni/internal/testsupport/testenv"
 )
 
 // BenchmarkAgent runs the real agent binary on temp dirs, against a real
@@ -47,7 +47,7 @@ func BenchmarkAgent(b *testing.B) {
 		dirs[d] = filepath.Join(root, d)
 		os.MkdirAll(dirs[d], 0o755)
 	}
-	orig, err := os.ReadFile("../pkg/install/testdata/conflists/calico-manifest-portmap-bandwidth.conflist")
+	orig, err := os.ReadFile("../internal/agent/install/testdata/conflists/calico-manifest-portmap-bandwidth.conflist")
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -10,11 +10,11 @@ import (
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/cache"
 
-	"github.com/mesh-cni/mesh-cni/pkg/metrics"
-	"github.com/mesh-cni/mesh-cni/pkg/nodepods"
-	"github.com/mesh-cni/mesh-cni/pkg/podcache"
-	"github.com/mesh-cni/mesh-cni/pkg/repair"
-	"github.com/mesh-cni/mesh-cni/pkg/taint"
+	"github.com/mesh-cni/mesh-cni/internal/agent/metrics"
+	"github.com/mesh-cni/mesh-cni/internal/agent/nodepods"
+	"github.com/mesh-cni/mesh-cni/internal/agent/podcache"
+	"github.com/mesh-cni/mesh-cni/internal/agent/repair"
+	"github.com/mesh-cni/mesh-cni/internal/agent/taint"
 )
 
 // The Kubernetes-facing controllers live in their own packages; these are

@@ -5,18 +5,18 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/mesh-cni/mesh-cni/pkg/chart"
+	"github.com/mesh-cni/mesh-cni/internal/testsupport/helmcli"
 )
 
 // renderedArgs renders the chart with its default values and returns the
 // args of the named container of the agent's DaemonSet, flag → value.
 func renderedArgs(t *testing.T, container string) map[string]string {
 	t.Helper()
-	r, err := chart.Render("../charts/mesh-cni", chart.Options{})
+	r, err := helmcli.Render("../charts/mesh-cni", helmcli.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	objs, err := chart.Objects(r.Manifest)
+	objs, err := helmcli.Objects(r.Manifest)
 	if err != nil {
 		t.Fatal(err)
 	}

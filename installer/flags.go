@@ -9,9 +9,9 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/mesh-cni/mesh-cni/pkg/agent"
-	meshconfig "github.com/mesh-cni/mesh-cni/pkg/config"
-	"github.com/mesh-cni/mesh-cni/pkg/install"
+	"github.com/mesh-cni/mesh-cni/internal/agent"
+	"github.com/mesh-cni/mesh-cni/internal/agent/install"
+	meshconfig "github.com/mesh-cni/mesh-cni/internal/config"
 )
 
 type config struct {

@@ -13,7 +13,7 @@ import (
 
 	"github.com/containernetworking/cni/libcni"
 
-	"github.com/mesh-cni/mesh-cni/pkg/testenv"
+	"github.com/mesh-cni/mesh-cni/internal/testsupport/testenv"
 )
 
 // TestKill9RealAgent kills the real agent binary with SIGKILL at random
@@ -27,7 +27,7 @@ func TestKill9RealAgent(t *testing.T) {
 	for _, d := range []string{"bin", "conf", "img"} {
 		os.MkdirAll(filepath.Join(root, d), 0o755)
 	}
-	orig, err := os.ReadFile("../pkg/install/testdata/conflists/crio-legacy-bridge.conf")
+	orig, err := os.ReadFile("../internal/agent/install/testdata/conflists/crio-legacy-bridge.conf")
 	if err != nil {
 		t.Fatal(err)
 	}

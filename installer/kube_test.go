@@ -26,10 +26,10 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/mesh-cni/mesh-cni/pkg/agent"
-	"github.com/mesh-cni/mesh-cni/pkg/chart"
-	"github.com/mesh-cni/mesh-cni/pkg/node"
-	"github.com/mesh-cni/mesh-cni/pkg/testenv"
+	"github.com/mesh-cni/mesh-cni/internal/agent"
+	"github.com/mesh-cni/mesh-cni/internal/node"
+	"github.com/mesh-cni/mesh-cni/internal/testsupport/helmcli"
+	"github.com/mesh-cni/mesh-cni/internal/testsupport/testenv"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }
@@ -41,11 +41,11 @@ func agentClient(t testing.TB, env *testenv.Env) (ns string, client kubernetes.I
 	t.Helper()
 	ctx := context.Background()
 	ns = env.Namespace(t, "mesh-cni")
-	r, err := chart.Render("../charts/mesh-cni", chart.Options{Namespace: ns})
+	r, err := helmcli.Render("../charts/mesh-cni", helmcli.Options{Namespace: ns})
 	if err != nil {
 		t.Fatal(err)
 	}
-	objs, err := chart.Objects(r.Manifest)
+	objs, err := helmcli.Objects(r.Manifest)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -244,7 +244,7 @@ func TestAgentAgainstAPIServer(t *testing.T) {
 	for _, p := range []string{"host/opt/cni/bin", "host/etc/cni/net.d", "sa", "img"} {
 		os.MkdirAll(d(p), 0o755)
 	}
-	orig, err := os.ReadFile("../pkg/install/testdata/conflists/kindnet-ipv4.conflist")
+	orig, err := os.ReadFile("../internal/agent/install/testdata/conflists/kindnet-ipv4.conflist")
 	if err != nil {
 		t.Fatal(err)
 	}

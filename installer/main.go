@@ -20,12 +20,12 @@ import (
 	appsv1client "k8s.io/client-go/kubernetes/typed/apps/v1"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 
-	"github.com/mesh-cni/mesh-cni/pkg/agent"
-	meshconfig "github.com/mesh-cni/mesh-cni/pkg/config"
-	"github.com/mesh-cni/mesh-cni/pkg/install"
-	"github.com/mesh-cni/mesh-cni/pkg/kubeconfig"
-	"github.com/mesh-cni/mesh-cni/pkg/retry"
-	"github.com/mesh-cni/mesh-cni/pkg/version"
+	"github.com/mesh-cni/mesh-cni/internal/agent"
+	"github.com/mesh-cni/mesh-cni/internal/agent/install"
+	"github.com/mesh-cni/mesh-cni/internal/agent/kubeconfig"
+	meshconfig "github.com/mesh-cni/mesh-cni/internal/config"
+	"github.com/mesh-cni/mesh-cni/internal/retry"
+	"github.com/mesh-cni/mesh-cni/internal/version"
 )
 
 func main() {

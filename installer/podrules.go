@@ -22,13 +22,13 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/mesh-cni/mesh-cni/pkg/agent"
-	"github.com/mesh-cni/mesh-cni/pkg/kubeconfig"
-	"github.com/mesh-cni/mesh-cni/pkg/podrules"
+	"github.com/mesh-cni/mesh-cni/internal/agent"
+	"github.com/mesh-cni/mesh-cni/internal/agent/kubeconfig"
+	"github.com/mesh-cni/mesh-cni/internal/agent/podrules"
 )
 
 // podRulesCommand runs the read-only pod-rules endpoint of
-// "kubectl mesh-cni explain --check" (pkg/podrules). The chart runs it as a
+// "kubectl mesh-cni explain --check" (internal/agent/podrules). The chart runs it as a
 // container of its own: it needs CAP_SYS_ADMIN (a netlink socket in a pod's
 // netns) and CAP_NET_ADMIN (nf_tables dumps), which the agent container,
 // which writes host files, does not get.

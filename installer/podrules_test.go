@@ -11,19 +11,19 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mesh-cni/mesh-cni/pkg/chart"
-	"github.com/mesh-cni/mesh-cni/pkg/testenv"
+	"github.com/mesh-cni/mesh-cni/internal/testsupport/helmcli"
+	"github.com/mesh-cni/mesh-cni/internal/testsupport/testenv"
 )
 
 // The chart's pod-rules container parses, listens on the node's address,
 // and its flags' defaults are what the chart passes.
 func TestPodRulesFlagsAreTheChart(t *testing.T) {
 	// podRules is off by default; its flags are what it renders when on.
-	r, err := chart.Render("../charts/mesh-cni", chart.Options{Values: map[string]any{"podRules": map[string]any{"enabled": true}}})
+	r, err := helmcli.Render("../charts/mesh-cni", helmcli.Options{Values: map[string]any{"podRules": map[string]any{"enabled": true}}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	objs, err := chart.Objects(r.Manifest)
+	objs, err := helmcli.Objects(r.Manifest)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,9 +17,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 
-	"github.com/mesh-cni/mesh-cni/pkg/agent"
-	"github.com/mesh-cni/mesh-cni/pkg/install"
-	"github.com/mesh-cni/mesh-cni/pkg/testenv"
+	"github.com/mesh-cni/mesh-cni/internal/agent"
+	"github.com/mesh-cni/mesh-cni/internal/agent/install"
+	"github.com/mesh-cni/mesh-cni/internal/testsupport/testenv"
 )
 
 // primaryPlugins puts stand-ins that succeed for the primary config's
@@ -73,11 +73,11 @@ func newNodeRig(t *testing.T) *nodeRig {
 	if out, err := exec.Command("go", "build", "-o", r.plugin, "../plugin").CombinedOutput(); err != nil {
 		t.Fatalf("build plugin: %v\n%s", err, out)
 	}
-	if out, err := exec.Command("go", "build", "-o", r.podget(), "../podget").CombinedOutput(); err != nil {
+	if out, err := exec.Command("go", "build", "-o", r.podget(), "../cmd/mesh-cni-podget").CombinedOutput(); err != nil {
 		t.Fatalf("build mesh-cni-podget: %v\n%s", err, out)
 	}
 	var err error
-	if r.orig, err = os.ReadFile("../pkg/install/testdata/conflists/kindnet-ipv4.conflist"); err != nil {
+	if r.orig, err = os.ReadFile("../internal/agent/install/testdata/conflists/kindnet-ipv4.conflist"); err != nil {
 		t.Fatal(err)
 	}
 	r.u, _ = url.Parse(env.Host)

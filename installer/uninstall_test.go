@@ -21,7 +21,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/mesh-cni/mesh-cni/pkg/testenv"
+	"github.com/mesh-cni/mesh-cni/internal/testsupport/testenv"
 )
 
 // TestAgentStopDecision runs the real agent binary with the chart's RBAC
@@ -187,7 +187,7 @@ func startAgentRig(t *testing.T, env *testenv.Env, bin, ns, token, apiAddr strin
 		os.MkdirAll(r.d(p), 0o755)
 	}
 	var err error
-	if r.orig, err = os.ReadFile("../pkg/install/testdata/conflists/kindnet-ipv4.conflist"); err != nil {
+	if r.orig, err = os.ReadFile("../internal/agent/install/testdata/conflists/kindnet-ipv4.conflist"); err != nil {
 		t.Fatal(err)
 	}
 	r.primary = r.d("host/etc/cni/net.d/10-kindnet.conflist")

@@ -11,11 +11,11 @@ import (
 	current "github.com/containernetworking/cni/pkg/types/100"
 	"github.com/containernetworking/plugins/pkg/ns"
 
-	"github.com/mesh-cni/mesh-cni/pkg/backend"
-	"github.com/mesh-cni/mesh-cni/pkg/backend/policy"
-	"github.com/mesh-cni/mesh-cni/pkg/config"
-	"github.com/mesh-cni/mesh-cni/pkg/node"
-	"github.com/mesh-cni/mesh-cni/pkg/rules"
+	"github.com/mesh-cni/mesh-cni/internal/backend"
+	"github.com/mesh-cni/mesh-cni/internal/backend/policy"
+	"github.com/mesh-cni/mesh-cni/internal/config"
+	"github.com/mesh-cni/mesh-cni/internal/node"
+	"github.com/mesh-cni/mesh-cni/internal/rules"
 )
 
 func cmdAdd(args *skel.CmdArgs) error {
@@ -83,7 +83,7 @@ func add(conf *config.NetConf, args *skel.CmdArgs, log *slog.Logger, ev *node.Ev
 	}
 	if err != nil {
 		// Every backend removes all of ours before it returns an error
-		// (pkg/backend), so the pod is never left half redirected.
+		// (internal/backend), so the pod is never left half redirected.
 		return cniErr(ErrApply, "write %s rules for pod %s/%s with %s: %v", d.Mesh, ev.Namespace, ev.Pod, b.Name(), err)
 	}
 	log.Debug("rules applied", "backend", b.Name(), "families", fmt.Sprint(d.Spec.Families), "us", time.Since(applyStart).Microseconds())

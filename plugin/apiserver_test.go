@@ -14,8 +14,8 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/mesh-cni/mesh-cni/pkg/kubeconfig"
-	"github.com/mesh-cni/mesh-cni/pkg/testenv"
+	"github.com/mesh-cni/mesh-cni/internal/agent/kubeconfig"
+	"github.com/mesh-cni/mesh-cni/internal/testsupport/testenv"
 )
 
 // The last resort: one GET of the pod through the kubeconfig the agent

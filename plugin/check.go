@@ -7,10 +7,10 @@ import (
 
 	"github.com/containernetworking/cni/pkg/skel"
 
-	"github.com/mesh-cni/mesh-cni/pkg/backend/policy"
-	"github.com/mesh-cni/mesh-cni/pkg/config"
-	"github.com/mesh-cni/mesh-cni/pkg/node"
-	"github.com/mesh-cni/mesh-cni/pkg/rules"
+	"github.com/mesh-cni/mesh-cni/internal/backend/policy"
+	"github.com/mesh-cni/mesh-cni/internal/config"
+	"github.com/mesh-cni/mesh-cni/internal/node"
+	"github.com/mesh-cni/mesh-cni/internal/rules"
 )
 
 // cmdCheck rebuilds the rule set ADD wrote, from the cached prevResult and

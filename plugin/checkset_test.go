@@ -8,7 +8,7 @@ import (
 
 	"github.com/containernetworking/cni/pkg/types"
 
-	"github.com/mesh-cni/mesh-cni/pkg/mesh"
+	"github.com/mesh-cni/mesh-cni/internal/mesh"
 )
 
 // TestCheckNamesChangedSetElement: with the nftables backend, a pod's

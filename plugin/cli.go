@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"io"
 
-	bv "github.com/mesh-cni/mesh-cni/pkg/version"
+	bv "github.com/mesh-cni/mesh-cni/internal/version"
 )
 
 func isSubcommand(arg string) bool {

@@ -17,12 +17,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mesh-cni/mesh-cni/pkg/config"
+	"github.com/mesh-cni/mesh-cni/internal/config"
 )
 
 // prevEntryMain is built in the previous release's tree: its agent's own
 // resolution of a configured entry, as it chains it. It is written against
-// that release's pkg/config (Load has existed since v0.1.0).
+// that release's config package (Load has existed since v0.1.0).
 const prevEntryMain = `package main
 
 import (
@@ -30,7 +30,7 @@ import (
 	"io"
 	"os"
 
-	"github.com/mesh-cni/mesh-cni/pkg/config"
+	"github.com/mesh-cni/mesh-cni/internal/config"
 )
 
 func main() {
@@ -95,7 +95,7 @@ func previousRelease(t *testing.T) (commit, plugin, resolver string) {
 	if err := os.MkdirAll(filepath.Join(src, "hack", "prev-entry"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(src, "hack", "prev-entry", "main.go"), []byte(prevEntryMain), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(src, "hack", "prev-entry", "main.go"), []byte(prevEntrySource(src)), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	bin := filepath.Join(tmp, "bin")
@@ -258,4 +258,13 @@ func jsonKinds(t *testing.T, b []byte) map[string]string {
 	}
 	walk("", v)
 	return out
+}
+
+// prevEntrySource is prevEntryMain for the tree in src: a release before the
+// internal/ layout has the config package at pkg/config.
+func prevEntrySource(src string) string {
+	if _, err := os.Stat(filepath.Join(src, "internal", "config")); err != nil {
+		return strings.ReplaceAll(prevEntryMain, "mesh-cni/internal/config", "mesh-cni/pkg/config")
+	}
+	return prevEntryMain
 }

@@ -7,9 +7,9 @@ import (
 	"github.com/containernetworking/cni/pkg/skel"
 	"github.com/containernetworking/plugins/pkg/ns"
 
-	"github.com/mesh-cni/mesh-cni/pkg/backend"
-	"github.com/mesh-cni/mesh-cni/pkg/config"
-	"github.com/mesh-cni/mesh-cni/pkg/node"
+	"github.com/mesh-cni/mesh-cni/internal/backend"
+	"github.com/mesh-cni/mesh-cni/internal/config"
+	"github.com/mesh-cni/mesh-cni/internal/node"
 )
 
 // cmdDel removes what ADD wrote. It must succeed whenever there is nothing

@@ -6,9 +6,9 @@ import (
 
 	"github.com/containernetworking/cni/pkg/skel"
 
-	"github.com/mesh-cni/mesh-cni/pkg/backend"
-	"github.com/mesh-cni/mesh-cni/pkg/config"
-	"github.com/mesh-cni/mesh-cni/pkg/node"
+	"github.com/mesh-cni/mesh-cni/internal/backend"
+	"github.com/mesh-cni/mesh-cni/internal/config"
+	"github.com/mesh-cni/mesh-cni/internal/node"
 )
 
 // exemptDespite reports whether a pod may pass although the entry did not

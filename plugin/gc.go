@@ -3,7 +3,7 @@ package main
 import (
 	"github.com/containernetworking/cni/pkg/skel"
 
-	"github.com/mesh-cni/mesh-cni/pkg/config"
+	"github.com/mesh-cni/mesh-cni/internal/config"
 )
 
 // cmdGC has nothing to collect: every rule mesh-cni writes lives in the

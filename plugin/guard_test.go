@@ -13,7 +13,7 @@ import (
 
 	"github.com/containernetworking/cni/pkg/types"
 
-	"github.com/mesh-cni/mesh-cni/pkg/mesh"
+	"github.com/mesh-cni/mesh-cni/internal/mesh"
 )
 
 // TestIPv6OffRefusesIPv6Pod: with "ipv6": false a meshed pod that has an

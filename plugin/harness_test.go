@@ -25,10 +25,10 @@ import (
 	"github.com/containernetworking/plugins/pkg/ns"
 	"golang.org/x/sys/unix"
 
-	"github.com/mesh-cni/mesh-cni/pkg/mesh"
-	"github.com/mesh-cni/mesh-cni/pkg/node"
-	"github.com/mesh-cni/mesh-cni/pkg/podget"
-	"github.com/mesh-cni/mesh-cni/pkg/testenv"
+	"github.com/mesh-cni/mesh-cni/internal/lookup/podget"
+	"github.com/mesh-cni/mesh-cni/internal/mesh"
+	"github.com/mesh-cni/mesh-cni/internal/node"
+	"github.com/mesh-cni/mesh-cni/internal/testsupport/testenv"
 )
 
 // Debian's containernetworking-plugins (1.1.1) speak CNI up to 1.0.0. For
@@ -43,8 +43,8 @@ const (
 	// The plugin under test is stamped as make build stamps it.
 	stampVersion = "v9.9.9-test"
 	stampCommit  = "0123456789abcdef0123456789abcdef01234567"
-	stampFlags   = "-X github.com/mesh-cni/mesh-cni/pkg/version.Version=" + stampVersion +
-		" -X github.com/mesh-cni/mesh-cni/pkg/version.Commit=" + stampCommit
+	stampFlags   = "-X github.com/mesh-cni/mesh-cni/internal/version.Version=" + stampVersion +
+		" -X github.com/mesh-cni/mesh-cni/internal/version.Commit=" + stampCommit
 )
 
 var (
@@ -129,7 +129,7 @@ func TestMain(m *testing.M) {
 	}
 	// The plugin and, beside it as the agent installs them, the helper
 	// that does its API fallback GET.
-	for name, pkg := range map[string]string{"mesh-cni": ".", podget.Binary: "../podget"} {
+	for name, pkg := range map[string]string{"mesh-cni": ".", podget.Binary: "../cmd/mesh-cni-podget"} {
 		build := exec.Command("go", "build", "-trimpath", "-ldflags", stampFlags, "-o", filepath.Join(dir, name), pkg)
 		build.Env = append(os.Environ(), "CGO_ENABLED=0")
 		if out, err := build.CombinedOutput(); err != nil {

@@ -14,11 +14,11 @@ import (
 
 	"github.com/containernetworking/cni/pkg/invoke"
 
-	"github.com/mesh-cni/mesh-cni/pkg/mesh"
+	"github.com/mesh-cni/mesh-cni/internal/mesh"
 )
 
 // largestAnnotations are, per mesh, runtime annotations at the caps
-// (pkg/mesh limits) that make the most rules: a list of UIDs exempt from
+// (internal/mesh limits) that make the most rules: a list of UIDs exempt from
 // redirection one line or item per UID, the list-per-rule case.
 func largestAnnotations() map[string]map[string]string {
 	lines := make([]string, mesh.MaxDocumentItems-8)
@@ -65,7 +65,7 @@ func execPlugin(t *testing.T, command, netns string, conf map[string]any) ([]byt
 // allow, dual-stack, with each backend, in real network namespaces, and
 // logs what ADD costs: the rules written, its time, and the peak RSS of
 // the plugin and what it ran (iptables-restore for the iptables backends).
-// The figures are in pkg/mesh/README.md.
+// The figures are in internal/mesh/README.md.
 func TestLargestPodCost(t *testing.T) {
 	for m, ann := range largestAnnotations() {
 		for _, backend := range []string{"nftables", "iptables-nft", "iptables-legacy"} {

@@ -11,8 +11,8 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/mesh-cni/mesh-cni/pkg/mesh"
-	"github.com/mesh-cni/mesh-cni/pkg/podget"
+	"github.com/mesh-cni/mesh-cni/internal/lookup/podget"
+	"github.com/mesh-cni/mesh-cni/internal/mesh"
 )
 
 // errPodUnknown: the source answered, but does not know the pod.

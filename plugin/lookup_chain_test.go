@@ -9,8 +9,8 @@ import (
 
 	"github.com/containernetworking/cni/pkg/types"
 
-	"github.com/mesh-cni/mesh-cni/pkg/mesh"
-	"github.com/mesh-cni/mesh-cni/pkg/podget"
+	"github.com/mesh-cni/mesh-cni/internal/lookup/podget"
+	"github.com/mesh-cni/mesh-cni/internal/mesh"
 )
 
 // linkerdPod is what the agent's cache holds for a Linkerd pod with the

@@ -16,9 +16,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mesh-cni/mesh-cni/pkg/kubeconfig"
-	"github.com/mesh-cni/mesh-cni/pkg/mesh"
-	"github.com/mesh-cni/mesh-cni/pkg/testenv"
+	"github.com/mesh-cni/mesh-cni/internal/agent/kubeconfig"
+	"github.com/mesh-cni/mesh-cni/internal/mesh"
+	"github.com/mesh-cni/mesh-cni/internal/testsupport/testenv"
 )
 
 // serveAgent runs the agent's pod-cache protocol on a real unix socket:

@@ -11,8 +11,8 @@ import (
 	"github.com/containernetworking/cni/pkg/skel"
 	"github.com/containernetworking/cni/pkg/version"
 
-	"github.com/mesh-cni/mesh-cni/pkg/backend/nftables"
-	bv "github.com/mesh-cni/mesh-cni/pkg/version"
+	"github.com/mesh-cni/mesh-cni/internal/backend/nftables"
+	bv "github.com/mesh-cni/mesh-cni/internal/version"
 )
 
 func main() {

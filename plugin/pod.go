@@ -16,10 +16,10 @@ import (
 	current "github.com/containernetworking/cni/pkg/types/100"
 	"github.com/containernetworking/plugins/pkg/ns"
 
-	"github.com/mesh-cni/mesh-cni/pkg/config"
-	"github.com/mesh-cni/mesh-cni/pkg/mesh"
-	"github.com/mesh-cni/mesh-cni/pkg/node"
-	"github.com/mesh-cni/mesh-cni/pkg/rules"
+	"github.com/mesh-cni/mesh-cni/internal/config"
+	"github.com/mesh-cni/mesh-cni/internal/mesh"
+	"github.com/mesh-cni/mesh-cni/internal/node"
+	"github.com/mesh-cni/mesh-cni/internal/rules"
 )
 
 // podID reads the pod's namespace and name from CNI_ARGS. Without them the

@@ -7,9 +7,9 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/mesh-cni/mesh-cni/pkg/backend/nftables"
-	"github.com/mesh-cni/mesh-cni/pkg/config"
-	"github.com/mesh-cni/mesh-cni/pkg/node"
+	"github.com/mesh-cni/mesh-cni/internal/backend/nftables"
+	"github.com/mesh-cni/mesh-cni/internal/config"
+	"github.com/mesh-cni/mesh-cni/internal/node"
 )
 
 // reportDeadline bounds the whole report: the agent's metrics are never
@@ -19,7 +19,7 @@ const reportDeadline = 20 * time.Millisecond
 // report sends ev to the agent's unixgram socket. It never blocks for long
 // and never fails the verb: a missing agent or a full queue drops the event.
 // The datagram carries the verb's nf_tables sockets (nftables.KeepSockets):
-// the agent closes them later (pkg/agent/passedfds.go), so the kernel's
+// the agent closes them later (internal/agent/passedfds.go), so the kernel's
 // wait on the last close (~10 ms after a deletion) is neither the plugin's
 // nor the primary's, whose DEL would wait for it too. Without an agent
 // they are closed here.

@@ -9,7 +9,7 @@ import (
 )
 
 // retiredPlugins are the mesh CNI plugins mesh-cni takes over
-// (pkg/install.MigrateSources; a test keeps the two lists equal). The
+// (internal/agent/install.MigrateSources; a test keeps the two lists equal). The
 // agent installs this binary under such a name once the plugin's own
 // binary is gone, because a runtime that replays DEL from its cache
 // (CRI-O: the config cached in /var/lib/cni/results at ADD) still runs the

@@ -15,8 +15,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
-	"github.com/mesh-cni/mesh-cni/pkg/podcache"
-	"github.com/mesh-cni/mesh-cni/pkg/testenv"
+	"github.com/mesh-cni/mesh-cni/internal/agent/podcache"
+	"github.com/mesh-cni/mesh-cni/internal/testsupport/testenv"
 )
 
 // gate holds back what the agent's client reads from the API server: the

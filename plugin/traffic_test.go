@@ -12,7 +12,7 @@ import (
 
 	current "github.com/containernetworking/cni/pkg/types/100"
 
-	"github.com/mesh-cni/mesh-cni/pkg/testenv"
+	"github.com/mesh-cni/mesh-cni/internal/testsupport/testenv"
 )
 
 // record is what testproxy answers: who accepted the connection and the
@@ -25,7 +25,7 @@ type record struct {
 func buildTestproxy(t *testing.T) string {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "testproxy")
-	cmd := exec.Command("go", "build", "-o", bin, "../testproxy")
+	cmd := exec.Command("go", "build", "-o", bin, "../internal/testsupport/testproxy")
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("build testproxy: %v\n%s", err, out)

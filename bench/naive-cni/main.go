@@ -15,8 +15,8 @@ import (
 	current "github.com/containernetworking/cni/pkg/types/100"
 	"github.com/containernetworking/cni/pkg/version"
 
-	"github.com/mesh-cni/mesh-cni/pkg/mesh"
-	"github.com/mesh-cni/mesh-cni/pkg/rules"
+	"github.com/mesh-cni/mesh-cni/internal/mesh"
+	"github.com/mesh-cni/mesh-cni/internal/rules"
 )
 
 type conf struct {

@@ -15,7 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
-	"github.com/mesh-cni/mesh-cni/pkg/testenv"
+	"github.com/mesh-cni/mesh-cni/internal/testsupport/testenv"
 )
 
 // benchNamespace holds the bench pods in the API server; the runtime args
@@ -31,7 +31,7 @@ func podName(i int) string { return fmt.Sprintf("pod-%d", i) }
 // cluster is the API server the lookups go to.
 type cluster struct{ env *testenv.Env }
 
-// loadPod reads the pod Istio's injector wrote (pkg/contract/testdata/istio).
+// loadPod reads the pod Istio's injector wrote (internal/testsupport/contract/testdata/istio).
 func loadPod(path string) (*corev1.Pod, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
@@ -47,7 +47,7 @@ func loadPod(path string) (*corev1.Pod, error) {
 	return pod, nil
 }
 
-// startCluster starts etcd and kube-apiserver (pkg/testenv) and creates the
+// startCluster starts etcd and kube-apiserver (internal/testsupport/testenv) and creates the
 // namespace, its default service account (the ServiceAccount admission
 // plugin wants it), the probe pod and pods pod-0..pods-1, each a copy of
 // tmpl under its own name.

@@ -10,8 +10,8 @@ import (
 	"github.com/containernetworking/cni/libcni"
 	"github.com/containernetworking/plugins/pkg/testutils"
 
-	"github.com/mesh-cni/mesh-cni/pkg/rules"
-	"github.com/mesh-cni/mesh-cni/pkg/testenv"
+	"github.com/mesh-cni/mesh-cni/internal/rules"
+	"github.com/mesh-cni/mesh-cni/internal/testsupport/testenv"
 )
 
 // ruleCheck is how to see a chain's redirect in a pod's netns: a command

@@ -4,7 +4,7 @@
 // baseline and Istio's own CNI plugin (istio-cni, iptables and nftables
 // modes), all in one run (absolute times drift between runs; the deltas are
 // what count). Istio's plugin and mesh-cni's API-lookup mode GET each pod
-// from a real kube-apiserver (pkg/testenv) holding the bench pods.
+// from a real kube-apiserver (internal/testsupport/testenv) holding the bench pods.
 //
 //	go run ./bench/plugin -plugin bin/mesh-cni -naive bin/naive-cni -null bin/null-cni \
 //	    -istio-cni "$(bash hack/build-istio.sh istio-cni | tail -n1)/istio-cni" -out docs/benchmarks.md
@@ -27,8 +27,8 @@ import (
 	"github.com/containernetworking/plugins/pkg/ns"
 	"github.com/containernetworking/plugins/pkg/testutils"
 
-	"github.com/mesh-cni/mesh-cni/pkg/agent"
-	"github.com/mesh-cni/mesh-cni/pkg/testenv"
+	"github.com/mesh-cni/mesh-cni/internal/agent"
+	"github.com/mesh-cni/mesh-cni/internal/testsupport/testenv"
 )
 
 const refPlugins = "/usr/lib/cni"
@@ -78,8 +78,8 @@ func main() {
 	naiveBin := flag.String("naive", "bin/naive-cni", "exec-per-rule baseline plugin binary")
 	nullBin := flag.String("null", "bin/null-cni", "do-nothing Go plugin binary (the floor of any exec'd Go plugin)")
 	istioBin := flag.String("istio-cni", "", "Istio's istio-cni plugin binary (default: built or found by hack/build-istio.sh)")
-	k8sBins := flag.String("k8s-bins", "", "directory with etcd and kube-apiserver (default: pkg/testenv's, built when missing)")
-	podFile := flag.String("pod", "pkg/contract/testdata/istio/default.yaml", "the pod as Istio's injector wrote it; every bench pod is a copy")
+	k8sBins := flag.String("k8s-bins", "", "directory with etcd and kube-apiserver (default: internal/testsupport/testenv's, built when missing)")
+	podFile := flag.String("pod", "internal/testsupport/contract/testdata/istio/default.yaml", "the pod as Istio's injector wrote it; every bench pod is a copy")
 	only := flag.String("only", "", "comma-separated: run only the chains whose name contains one of these (quick comparisons)")
 	out := flag.String("out", "", "write the markdown report here (default: stdout)")
 	scale := flag.Float64("scale", 1, "multiply pod counts (quick runs: 0.1)")

@@ -1,5 +1,5 @@
 // Command kind-thaw thaws the frozen cgroups that keep a kind cluster's
-// nodes from stopping (pkg/kindnode); make demo-down runs it when a delete
+// nodes from stopping (internal/testsupport/kindnode); make demo-down runs it when a delete
 // fails.
 package main
 
@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/mesh-cni/mesh-cni/pkg/kindnode"
+	"github.com/mesh-cni/mesh-cni/internal/testsupport/kindnode"
 )
 
 func main() {

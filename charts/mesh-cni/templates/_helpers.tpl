@@ -39,7 +39,7 @@ ClusterRoleBinding by this name (templates/linkerd-compat.yaml). */}}
 {{/* "true" when /metrics listens beyond loopback (then the metrics-proxy
 container serves it as HTTPS, each request authenticated and authorized
 through the API server), else "". The agent decides the same way
-(pkg/agent.Loopback) and refuses a --metrics-addr beyond loopback. */}}
+(internal/agent.Loopback) and refuses a --metrics-addr beyond loopback. */}}
 {{- define "mesh-cni.metricsSecure" -}}
 {{- $h := .Values.metrics.bindAddress | toString }}
 {{- if not (or (eq $h "localhost") (eq $h "::1") (hasPrefix "127." $h)) }}true{{ end }}
@@ -319,7 +319,7 @@ their namespace's range, so only the spec tells Istio's proxy UID. */}}
 {{- /* linkerd2-cni's values, under their names, set the linkerd profile; its
 own chart always lists proxyControlPort and proxyAdminPort before
 ignoreInboundPorts. Unset, they are the linkerd profile's ignored inbound
-ports (files/profiles.json, generated from pkg/mesh): control, then admin. */}}
+ports (files/profiles.json, generated from internal/mesh): control, then admin. */}}
 {{- $l := default dict $out.linkerd }}
 {{- range $from, $to := dict "inboundProxyPort" "inboundPort" "outboundProxyPort" "outboundPort" "proxyUID" "proxyUID" "proxyGID" "proxyGID" }}
 {{- if hasKey $v $from }}
@@ -348,7 +348,7 @@ ports (files/profiles.json, generated from pkg/mesh): control, then admin. */}}
 {{- end }}
 
 {{/* Refuse a release namespace other components own (files/shared-namespaces.json,
-generated from pkg/config SharedNamespaces) unless allowSharedNamespace.
+generated from internal/config SharedNamespaces) unless allowSharedNamespace.
 helm lint (neither install nor upgrade) is not refused. */}}
 {{- define "mesh-cni.checkNamespace" -}}
 {{- if and (or .Release.IsInstall .Release.IsUpgrade) (not .Values.allowSharedNamespace) }}
