@@ -57,7 +57,7 @@ var pluginDir = sync.OnceValues(func() (string, error) {
 	if err != nil {
 		return "", err
 	}
-	for pkg, name := range map[string]string{"plugin": "mesh-cni", "podget": "mesh-cni-podget"} {
+	for pkg, name := range map[string]string{"plugin": "mesh-cni", "cmd/mesh-cni-podget": "mesh-cni-podget"} {
 		if err := buildInto(dir, pkg, name); err != nil {
 			return "", err
 		}

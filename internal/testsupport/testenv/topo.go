@@ -248,7 +248,7 @@ func (tp *Topo) ConnectFrom(n ns.NetNS, source, host string, port int) (Record, 
 // Connect is Topo.Connect for a netns of any topology, once a Topo (or
 // TestProxy) has built the test proxy.
 func Connect(n ns.NetNS, cred *syscall.Credential, udp bool, host string, port int) (Record, error) {
-	bin, ok := builtBinary("testproxy")
+	bin, ok := builtBinary("internal/testsupport/testproxy")
 	if !ok {
 		return Record{}, fmt.Errorf("testenv.Connect before the test proxy was built (TestProxy)")
 	}
