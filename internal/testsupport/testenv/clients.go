@@ -3,10 +3,12 @@ package testenv
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
 	authv1 "k8s.io/api/authentication/v1"
+	authzv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -135,6 +137,49 @@ func (e *Env) BindClusterRole(t testing.TB, ns, sa string, rules []rbacv1.Policy
 		_ = e.Client.RbacV1().ClusterRoleBindings().Delete(ctx, b.Name, metav1.DeleteOptions{})
 		_ = e.Client.RbacV1().ClusterRoles().Delete(ctx, role.Name, metav1.DeleteOptions{})
 	})
+	e.waitAuthorized(t, "system:serviceaccount:"+ns+":"+sa, rules)
+}
+
+// waitAuthorized waits until the API server's authorizer grants user the
+// first verb of each rule: RBAC reads roles and bindings from a cache, so a
+// request made right after the binding is created can still be refused
+// (seen under load).
+func (e *Env) waitAuthorized(t testing.TB, user string, rules []rbacv1.PolicyRule) {
+	t.Helper()
+	for _, r := range rules {
+		if len(r.Verbs) == 0 {
+			continue
+		}
+		spec := authzv1.SubjectAccessReviewSpec{User: user}
+		switch {
+		case len(r.NonResourceURLs) > 0:
+			spec.NonResourceAttributes = &authzv1.NonResourceAttributes{Path: r.NonResourceURLs[0], Verb: r.Verbs[0]}
+		case len(r.Resources) > 0:
+			group := ""
+			if len(r.APIGroups) > 0 && r.APIGroups[0] != "*" {
+				group = r.APIGroups[0]
+			}
+			res, sub, _ := strings.Cut(r.Resources[0], "/")
+			name := ""
+			if len(r.ResourceNames) > 0 {
+				name = r.ResourceNames[0]
+			}
+			spec.ResourceAttributes = &authzv1.ResourceAttributes{Group: group, Resource: res, Subresource: sub, Name: name, Verb: r.Verbs[0]}
+		default:
+			continue
+		}
+		Eventually(t, fmt.Sprintf("%s may %s", user, r.Verbs[0]), func() error {
+			sar, err := e.Client.AuthorizationV1().SubjectAccessReviews().Create(context.Background(),
+				&authzv1.SubjectAccessReview{Spec: spec}, metav1.CreateOptions{})
+			if err != nil {
+				return err
+			}
+			if !sar.Status.Allowed {
+				return fmt.Errorf("not allowed yet: %s", sar.Status.Reason)
+			}
+			return nil
+		})
+	}
 }
 
 // PodClient returns a client for service account ns/sa with a token bound
