@@ -30,8 +30,8 @@ IMAGE=${KIND_NODE_IMAGE:-mesh-cni/kind-node:$K8S_VERSION}
 W=$CACHE/kind
 GO=${GO:-go}
 export GOFLAGS=-buildvcs=false GOWORK=off GOTOOLCHAIN=local
-# kind's own version is the one go.mod requires.
-KIND_VERSION=${KIND_VERSION:-$(cd "$ROOT" && "$GO" list -m -f '{{.Version}}' sigs.k8s.io/kind)}
+# kind's own version is the one e2e/go.mod requires.
+KIND_VERSION=${KIND_VERSION:-$(cd "$ROOT/e2e" && "$GO" list -m -f '{{.Version}}' sigs.k8s.io/kind)}
 GOVERSION=$("$GO" env GOVERSION)
 
 # Whatever a failed run leaves half made is removed on exit.
@@ -278,9 +278,9 @@ node_base_image() {
   debootstrap_tree node "$NODE_PKGS"
   stage "assembling the node filesystem"
   local kind tree="$W/tree-$KEY"
-  kind=$(cd "$ROOT" && "$GO" list -m -f '{{.Dir}}' sigs.k8s.io/kind 2>/dev/null) || true
+  kind=$(cd "$ROOT/e2e" && "$GO" list -m -f '{{.Dir}}' sigs.k8s.io/kind 2>/dev/null) || true
   [ -d "$kind/images/base/files" ] || kind=$("$GO" env GOMODCACHE)/sigs.k8s.io/kind@$KIND_VERSION
-  [ -d "$kind/images/base/files" ] || (cd "$ROOT" && "$GO" mod download sigs.k8s.io/kind)
+  [ -d "$kind/images/base/files" ] || (cd "$ROOT/e2e" && "$GO" mod download sigs.k8s.io/kind)
   [ -d "$kind/images/base/files" ] || die "kind's base-image files not found"
   local f="$kind/images/base/files"
   TEMPS+=("$tree")
