@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -82,6 +83,7 @@ var _ = Describe("migrate in place from Istio's own CNI and back", Serial, Order
 		DeferCleanup(func(ctx SpecContext) {
 			// Whatever happened, the suite goes on with its own release.
 			helmUninstallIstioCNI(ctx)
+			restorePrimaryAsWritten(ctx)
 			helmInstall(image)
 			waitDaemonSetReady(ctx, client, 3*time.Minute)
 		})
@@ -401,4 +403,30 @@ func deletePodAndWait(ctx context.Context, ns, name string) {
 		_, err := client.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
 		return err != nil
 	}).WithTimeout(testenv.Scale(time.Minute)).WithPolling(time.Second).Should(BeTrue(), "pod %s/%s was not deleted", ns, name)
+}
+
+// restorePrimaryAsWritten puts back the primary's conflist byte for byte as
+// the primary wrote it on every node, as the primary's own installer does
+// when it restarts: Istio's install-cni rewrites the whole file (its own key
+// order and indentation) when it inserts and removes its entry, so after it
+// is gone the plugins are the primary's but the bytes are Istio's, and the
+// specs that follow compare against the primary's bytes. Only the bytes
+// change: a file that still chains another plugin is left alone.
+func restorePrimaryAsWritten(ctx context.Context) {
+	wrote, ok := primaryWrote(ctx)
+	if !ok {
+		return
+	}
+	all, err := provider().ListNodes(env.Cluster)
+	Expect(err).NotTo(HaveOccurred())
+	for _, n := range all {
+		path, conf := primaryConf(n)
+		if conf == wrote || !slices.Equal(pluginTypes(conf), pluginTypes(wrote)) {
+			continue // as written, or another plugin still chained (a failed run)
+		}
+		var out strings.Builder
+		err := n.Command("sh", "-c", "cat > "+path+".e2e && mv "+path+".e2e "+path).
+			SetStdin(strings.NewReader(wrote)).SetStdout(&out).SetStderr(&out).Run()
+		Expect(err).NotTo(HaveOccurred(), out.String())
+	}
 }
