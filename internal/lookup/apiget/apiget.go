@@ -16,6 +16,7 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"strconv"
 	"strings"
 
 	"github.com/mesh-cni/mesh-cni/internal/lookup/podget"
@@ -136,6 +137,11 @@ func parseKubeconfig(path string, b []byte, read func(string) ([]byte, error)) (
 		if u.Port() == "" {
 			ac.host = net.JoinHostPort(u.Hostname(), map[string]string{"https": "443", "http": "80"}[u.Scheme])
 		}
+		// url.Parse takes hosts no dialer can use ("http://]"): refuse them
+		// here, by name, rather than at every pod's dial.
+		if h, p, err := net.SplitHostPort(ac.host); err != nil || h == "" || !validPort(p) {
+			return nil, fmt.Errorf("kubeconfig %s: bad server %q", path, c.Cluster.Server)
+		}
 		tlsConf.ServerName = u.Hostname()
 		tlsConf.InsecureSkipVerify = c.Cluster.InsecureSkipTLSVerify
 		pem, err := pemData(c.Cluster.CertificateAuthorityData, c.Cluster.CertificateAuthority, read)
@@ -232,4 +238,10 @@ func getPod(ctx context.Context, kubeconfigPath, ns, name string) (mesh.Pod, err
 		return mesh.Pod{}, fmt.Errorf("decode pod: %w", err)
 	}
 	return p.Pod(), nil
+}
+
+// validPort: a decimal TCP port, 1 to 65535.
+func validPort(p string) bool {
+	n, err := strconv.Atoi(p)
+	return err == nil && n >= 1 && n <= 65535 && strconv.Itoa(n) == p
 }
