@@ -273,7 +273,7 @@ cilium-tar:
 	@bash hack/build-cilium.sh >/dev/null
 
 ## test-e2e-cilium: the cilium and smoke specs (Helm) on kind-configs/cilium.yaml, Cilium installed first as the primary
-## with hack/cilium/kind-values.yaml; E2E_CILIUM_SET adds --set values (cni.exclusive=true)
+## with hack/cilium/kind-values.yaml; E2E_CILIUM_SET adds --set values (cni.exclusive=true, with E2E_LABELS=cilium)
 E2E_CILIUM_CLUSTER ?= mesh-cni-e2e-cilium-$$$$
 E2E_CILIUM_SET ?=
 test-e2e-cilium: image-tar testproxy-tar kind-image cilium-tar

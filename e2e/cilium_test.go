@@ -164,7 +164,7 @@ var _ = Describe("Cilium as the primary, its agents restarted under pod churn", 
 		}
 
 		AddReportEntry("cilium", fmt.Sprintf("cni-exclusive=%v, %d restart rounds, %d conflist rewrites logged by the agents", exclusive, rounds, rewrites))
-		GinkgoWriter.Printf("cni-exclusive=%v: %d restart rounds of %d agents, %d conflist rewrites logged\n", exclusive, rounds, len(nodeNames), rewrites)
+		GinkgoWriter.Printf("cni-exclusive=%v: %d restart rounds of every agent, %d conflist rewrites logged\n", exclusive, rounds, rewrites)
 		for _, r := range report {
 			GinkgoWriter.Printf("%s: %d samples, longest interval between samples %s, %d without the entry (longest gap %s), %d not valid JSON\n",
 				r.node, r.samples, r.maxInterval, r.missing, r.longestGap, r.invalid)
@@ -184,6 +184,10 @@ var _ = Describe("Cilium as the primary, its agents restarted under pod churn", 
 		}
 		AddReportEntry("pods created and redirected per phase", perPhase)
 		GinkgoWriter.Printf("pods created and redirected per phase: %v; unredirected: %v\n", perPhase, unredirected)
+		if exclusive {
+			exclusiveRefused(ctx, nodeNames, len(unredirected))
+			return
+		}
 		Expect(unredirected).To(BeEmpty(), "pods that started without the redirect")
 		for _, ph := range phases {
 			Expect(perPhase[ph]).To(BeNumerically(">=", 1), "no pod was created during %q", ph)
@@ -194,3 +198,25 @@ var _ = Describe("Cilium as the primary, its agents restarted under pod churn", 
 		}
 	})
 })
+
+// exclusiveRefused is the cni.exclusive=true outcome, measured: Cilium
+// rewrites its conflist on every change in the conf dir, mesh-cni's re-chain
+// is such a change, and the two rewrite each other without end; pods created
+// while Cilium's version is on disk start unredirected. So that setting is
+// refused rather than supported: `mesh-cnictl check` fails naming the fix,
+// and the agents say so on their Node in a Warning Event. Should a Cilium
+// release stop the loop, the first assertion fails and the refusal
+// (internal/ctl/check/cilium.go) is to be revisited.
+func exclusiveRefused(ctx context.Context, nodes []string, unredirected int) {
+	Expect(unredirected).To(BeNumerically(">", 0),
+		"cni.exclusive=true no longer leaves pods unredirected: revisit check's refusal of it")
+	By("mesh-cnictl check refuses cni-exclusive=true and names the fix")
+	out, err := run(filepath.Join(repoRoot(), "bin", "kubectl-mesh_cni"), "check", "-n", meshNamespace, "--kubeconfig", env.Kubeconfig)
+	Expect(err).To(HaveOccurred(), "check passed with cni-exclusive=true:\n%s", out)
+	Expect(out).To(ContainSubstring("cni.exclusive=false"))
+	By("the agents report the fight on their Node, with Cilium's setting as the hint")
+	for _, n := range nodes {
+		Eventually(ctx, func() []string { return nodeEventReasons(ctx, n) }).
+			WithTimeout(testenv.Scale(time.Minute)).Should(ContainElement("MeshCNIConfigFight"), "node %s", n)
+	}
+}
