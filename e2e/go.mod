@@ -102,3 +102,5 @@ require (
 replace github.com/mesh-cni/mesh-cni => ../
 
 replace github.com/mesh-cni/mesh-cni/charts => ../charts
+
+tool sigs.k8s.io/kind

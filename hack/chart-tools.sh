@@ -1,63 +1,31 @@
 #!/usr/bin/env bash
-# Builds the chart tools from the Go module proxy into the shared cache, only
-# when missing, and prints the dir to put first on PATH:
+# The chart tools on one PATH dir, built when missing; prints that dir:
 #   helm  (Helm 3: helm lint, and the helm ct calls)
 #   helm4 (Helm 4: render parity)
-#   ct    (chart-testing)
+#   ct    (chart-testing; its default lint rules and Chart.yaml schema are
+#          in ../ct-etc beside the dir)
+# Each is a `tool` directive of its own module under hack/tools (helm3,
+# helm4, ct): hack/build-tools.sh builds it, keyed by that module's go.mod
+# and go.sum, with link flags that make it print the version go.mod pins.
 # yamllint (used by ct) comes from Debian. `chart-tools.sh helm4` builds one.
 set -euo pipefail
-. "$(dirname "$0")/pin.sh"
-HELM3_VERSION=$(pin HELM3_VERSION)
-HELM4_VERSION=$(pin HELM4_VERSION)
-CT_VERSION=$(pin CT_VERSION)
+HACK=$(cd "$(dirname "$0")" && pwd)
 CACHE=${MESH_CNI_CACHE:-/var/cache/mesh-cni}
-TOOLS=$CACHE/tools
-mkdir -p "$TOOLS/bin"
-# One build at a time (tests and make may call this together).
-exec 9>"$TOOLS/.lock"
-flock 9
-
-# The build dir is global: the exit trap runs after build() has returned, when
-# a local would be gone (and unbound under set -u, failing the script).
-work=
-trap 'rm -rf "${work:-}"' EXIT
-
-build() { # link-name module version package [ldflags]
-  local name=$1 mod=$2 ver=$3 pkg=$4 ldflags=${5:-} dir exe
-  dir=$TOOLS/$name-$ver
-  exe=$dir/$(basename "$pkg")
-  if [ ! -x "$exe" ]; then
-    echo "chart-tools: building $pkg@$ver" >&2
-    # A throwaway module requiring exactly the tool's version, so the tool's
-    # own go.mod decides its dependencies (as go install would, but without
-    # the module-list lookup that some proxies refuse).
-    work=$(mktemp -d "$TOOLS/.build-XXXXXX")
-    printf 'module chartbuild\n\ngo 1.24\n\nrequire %s %s\n' "$mod" "$ver" >"$work/go.mod"
-    (cd "$work" && GOFLAGS=-mod=mod CGO_ENABLED=0 nice go build -trimpath -ldflags "-s -w $ldflags" \
-      -o "$work/out/$(basename "$pkg")" "$pkg" >&2)
-    rm -rf "$dir" && mv "$work/out" "$dir" && rm -rf "$work"
-    work=
-  fi
-  ln -sfn "$exe" "$TOOLS/bin/$name"
-}
+GO=${GO:-go}
 
 want=${*:-helm helm4 ct yamllint}
+links=() etc=
 for t in $want; do
   case $t in
-  helm)
-    # Helm 3 takes its default Kubernetes version (helm lint, helm template
-    # without --kube-version) from link flags; without them it assumes 1.20.
-    h3=helm.sh/helm/v3
-    build helm $h3 "$HELM3_VERSION" $h3/cmd/helm "-X $h3/internal/version.version=$HELM3_VERSION \
-      -X $h3/pkg/chartutil.k8sVersionMajor=1 -X $h3/pkg/chartutil.k8sVersionMinor=34 \
-      -X $h3/pkg/lint/rules.k8sVersionMajor=1 -X $h3/pkg/lint/rules.k8sVersionMinor=34" ;;
-  helm4) build helm4 helm.sh/helm/v4 "$HELM4_VERSION" helm.sh/helm/v4/cmd/helm "-X helm.sh/helm/v4/internal/version.version=$HELM4_VERSION" ;;
-  ct)
-    build ct github.com/helm/chart-testing/v3 "$CT_VERSION" github.com/helm/chart-testing/v3/ct \
-      "-X github.com/helm/chart-testing/v3/ct/cmd.Version=$CT_VERSION"
-    # ct's default lint rules and Chart.yaml schema ship in its module.
-    (cd "$TOOLS" && GOFLAGS= go mod download -json "github.com/helm/chart-testing/v3@$CT_VERSION" >/dev/null)
-    ln -sfn "$(go env GOMODCACHE)/github.com/helm/chart-testing/v3@$CT_VERSION/etc" "$TOOLS/ct-etc" ;;
+  helm | helm4 | ct)
+    bin=$(bash "$HACK/build-tools.sh" "$t" | tail -n1)
+    links+=("$t=$bin/$t")
+    if [ "$t" = ct ]; then
+      etc=$(cd "$HACK/tools/ct" && GOWORK=off GOFLAGS=-mod=readonly "$GO" mod download -json github.com/helm/chart-testing/v3 |
+        sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
+      [ -n "$etc" ] || { echo "chart-tools: no module dir for chart-testing" >&2; exit 1; }
+      etc=$etc/etc
+    fi ;;
   yamllint)
     if ! command -v yamllint >/dev/null 2>&1; then
       echo "chart-tools: installing yamllint" >&2
@@ -68,4 +36,20 @@ for t in $want; do
   *) echo "chart-tools: unknown tool $t" >&2; exit 2 ;;
   esac
 done
-echo "$TOOLS/bin"
+
+# The dir is named by what it links to, and made whole then renamed into
+# place: a caller never sees it half made, and callers with other pins
+# (another checkout) get a dir of their own.
+key=$(printf '%s\n' "${links[@]}" "etc=$etc" | sha256sum | cut -c1-16)
+dir=$CACHE/chart-tools/$key
+if [ ! -d "$dir" ]; then
+  mkdir -p "$CACHE/chart-tools"
+  tmp=$(mktemp -d "$CACHE/chart-tools/.new-XXXXXX")
+  chmod 755 "$tmp"
+  trap 'rm -rf "$tmp"' EXIT
+  mkdir "$tmp/bin"
+  for l in "${links[@]}"; do ln -s "${l#*=}" "$tmp/bin/${l%%=*}"; done
+  [ -z "$etc" ] || ln -s "$etc" "$tmp/ct-etc"
+  mv -T "$tmp" "$dir" 2>/dev/null || true # another caller made it first
+fi
+echo "$dir/bin"

@@ -11,12 +11,15 @@ import (
 // fakeGo is a stand-in for the go command (the real builds take minutes):
 // it logs each call, remembers `go get` per module dir, and makes `go build`
 // write the -o file with what was fetched there, so a test sees which
-// binaries a script built and from which version.
+// binaries a script built and from which version. `go list -m ... MODULE`
+// prints the version go.mod in the dir requires (v0.0.0-fake if none).
 const fakeGo = `#!/usr/bin/env bash
 echo "$PWD: $*" >>"$FAKE_GO_LOG"
 case "$1" in
 env) case "$2" in GOVERSION) echo "${FAKE_GOVERSION:-go1.26.0}" ;; GOMODCACHE) echo /nonexistent ;; esac ;;
-list) echo v0.0.0-fake ;;
+list)
+  v=$(sed -n "s|^[[:space:]]*${!#} \(v[^ ]*\).*|\1|p" go.mod 2>/dev/null | head -n1)
+  echo "${v:-v0.0.0-fake}" ;;
 mod) if [ "$2" = init ]; then echo "module $3" >go.mod; fi ;;
 get) echo "$2" >>.fake-got ;;
 build)
@@ -167,37 +170,111 @@ func TestKindImageKeysBinaries(t *testing.T) {
 	}
 }
 
-// A tool built on a machine without it (an empty cache) exits 0 and prints
-// its dir: the exit trap must not trip over the build's temp dir.
+// A chart tool built on a machine without it (an empty cache) exits 0 and
+// prints its dir, made whole (no temp dir left), holding helm built with the
+// version hack/tools/helm3/go.mod pins.
 func TestChartToolsBuildsFromEmpty(t *testing.T) {
 	s := newScriptEnv(t)
-	// chart-tools.sh calls go from PATH.
-	s.env = append(s.env, "PATH="+s.goDir+":"+os.Getenv("PATH"))
 	cmd := exec.Command("bash", "chart-tools.sh", "helm")
 	cmd.Env = s.env
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("chart-tools.sh helm on an empty cache: %v\n%s", err, out)
 	}
-	if !strings.HasSuffix(strings.TrimSpace(string(out)), filepath.Join(s.cache, "tools", "bin")) {
-		t.Fatalf("output does not end with the tools dir:\n%s", out)
+	dir := lastLine(out)
+	if !strings.HasPrefix(dir, filepath.Join(s.cache, "chart-tools")+"/") {
+		t.Fatalf("output does not end with a dir under the cache's chart-tools:\n%s", out)
 	}
-	if c := s.content("tools/bin/helm"); !strings.Contains(c, "-X helm.sh/helm/v3/internal/version.version=") {
-		t.Fatalf("helm built with %q", c)
+	b, err := os.ReadFile(filepath.Join(dir, "helm"))
+	if err != nil {
+		t.Fatal(err)
 	}
-	left, _ := filepath.Glob(filepath.Join(s.cache, "tools", ".build-*"))
+	want := "-X helm.sh/helm/v3/internal/version.version=" + toolModuleVersion(t, "hack/tools/helm3", "helm.sh/helm/v3") + " "
+	if !strings.Contains(string(b), want) {
+		t.Fatalf("helm built with %q, want %q in it", b, want)
+	}
+	left, _ := filepath.Glob(filepath.Join(s.cache, "chart-tools", ".new-*"))
 	if len(left) > 0 {
 		t.Fatalf("temp dirs left: %q", left)
 	}
 }
 
+// A tool's build is keyed by its module's go.mod and go.sum: the same files
+// build nothing, a change to either builds it again into a dir of its own,
+// and helm's version flag follows the version go.mod requires.
+func TestBuildToolsKeyedByModule(t *testing.T) {
+	s := newScriptEnv(t)
+	root := t.TempDir()
+	mod := filepath.Join(root, "hack", "tools", "helm3")
+	if err := os.MkdirAll(mod, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"build-tools.sh", "tools/helm3/go.mod", "tools/helm3/go.sum"} {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(root, "hack", f), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	build := func(what string, wantBuilt bool) {
+		t.Helper()
+		built, err := s.run(filepath.Join(root, "hack", "build-tools.sh"), nil, "helm")
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		if (len(built) > 0) != wantBuilt {
+			t.Fatalf("%s: built %q, want a build: %v", what, built, wantBuilt)
+		}
+	}
+	dirs := func() []string {
+		d, _ := filepath.Glob(filepath.Join(s.cache, "helm3", "*", "bin", "helm"))
+		return d
+	}
+	build("first build", true)
+	build("same go.mod and go.sum", false)
+	edit := func(file, from, to string) {
+		t.Helper()
+		p := filepath.Join(mod, file)
+		b, _ := os.ReadFile(p)
+		if !strings.Contains(string(b), from) {
+			t.Fatalf("%s has no %q", file, from)
+		}
+		if err := os.WriteFile(p, []byte(strings.Replace(string(b), from, to, 1)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	edit("go.sum", "h1:", "h1:A")
+	build("changed go.sum", true)
+	if n := len(dirs()); n != 2 {
+		t.Fatalf("after a go.sum change: %d helm builds, want 2", n)
+	}
+	v := toolModuleVersion(t, "hack/tools/helm3", "helm.sh/helm/v3")
+	edit("go.mod", "helm.sh/helm/v3 "+v, "helm.sh/helm/v3 v3.0.0-bumped")
+	build("changed go.mod", true)
+	found := false
+	for _, d := range dirs() {
+		b, _ := os.ReadFile(d)
+		found = found || strings.Contains(string(b), "version.version=v3.0.0-bumped ")
+	}
+	if n := len(dirs()); n != 3 || !found {
+		t.Fatalf("after a go.mod bump: %d helm builds (want 3), one with the bumped version: %v", n, found)
+	}
+}
+
 // golangci-lint is built from its own module (hack/lint) into its own cache
-// set, the release tools from hack/tools; one call never mixes the two.
+// set, the release tools from hack/tools, each chart tool from its module
+// under hack/tools, kind from e2e; one call never mixes two modules.
 func TestBuildToolsModules(t *testing.T) {
 	s := newScriptEnv(t)
 	for _, c := range []struct{ tool, mod, set string }{
 		{"golangci-lint", "hack/lint", "lint-tools"},
 		{"crane", "hack/tools", "release-tools"},
+		{"helm", "hack/tools/helm3", "helm3"},
+		{"helm4", "hack/tools/helm4", "helm4"},
+		{"ct", "hack/tools/ct", "ct"},
+		{"kind", "e2e", "kind-cli"},
 	} {
 		cmd := exec.Command("bash", "build-tools.sh", c.tool)
 		cmd.Env = s.env
