@@ -12,7 +12,6 @@ import (
 	"testing"
 
 	"github.com/containernetworking/plugins/pkg/ns"
-	gnft "github.com/google/nftables"
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 	corev1 "k8s.io/api/core/v1"
@@ -97,9 +96,7 @@ func meshedNetns(t *testing.T, pod *corev1.Pod, entry []byte, ip string) (dir st
 // lists, and reports the rules in the pod's real netns; with one deleted it
 // exits 3 naming it.
 func TestExplainCheckFromCluster(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root for network namespaces")
-	}
+	testenv.NeedRoot(t)
 	ip := hostIP(t)
 	env := testenv.Start(t)
 	ns := env.Namespace(t, "shop")
@@ -269,24 +266,5 @@ func (e *checkErr) Error() string { return "exit " + strconv.Itoa(e.code) + ":\n
 // deleteFirstRule removes the first rule of one of our chains in n.
 func deleteFirstRule(t *testing.T, n ns.NetNS, chain string) {
 	t.Helper()
-	f, err := os.Open(n.Path())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	c, err := gnft.New(gnft.WithNetNSFd(int(f.Fd())))
-	if err != nil {
-		t.Fatal(err)
-	}
-	tb := &gnft.Table{Name: rules.NftTable, Family: gnft.TableFamilyINet}
-	krs, err := c.GetRules(tb, &gnft.Chain{Name: chain, Table: tb})
-	if err != nil || len(krs) == 0 {
-		t.Fatalf("rules of %s: %v (%d)", chain, err, len(krs))
-	}
-	if err := c.DelRule(krs[0]); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Flush(); err != nil {
-		t.Fatal(err)
-	}
+	testenv.DeleteNftRule(t, n, rules.NftTable, chain, 0)
 }

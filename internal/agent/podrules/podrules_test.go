@@ -13,7 +13,6 @@ import (
 	"testing"
 
 	"github.com/containernetworking/plugins/pkg/ns"
-	gnft "github.com/google/nftables"
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 	corev1 "k8s.io/api/core/v1"
@@ -220,26 +219,7 @@ func deleteRule(t *testing.T, n ns.NetNS, what string, rs rules.RuleSet) {
 	if index < 0 {
 		t.Fatalf("no rule renders %q", what)
 	}
-	f, err := os.Open(n.Path())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	c, err := gnft.New(gnft.WithNetNSFd(int(f.Fd())))
-	if err != nil {
-		t.Fatal(err)
-	}
-	tb := &gnft.Table{Name: rules.NftTable, Family: gnft.TableFamilyINet}
-	krs, err := c.GetRules(tb, &gnft.Chain{Name: chain, Table: tb})
-	if err != nil || len(krs) <= index {
-		t.Fatalf("rules of %s: %v (%d)", chain, err, len(krs))
-	}
-	if err := c.DelRule(krs[index]); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Flush(); err != nil {
-		t.Fatal(err)
-	}
+	testenv.DeleteNftRule(t, n, rules.NftTable, chain, index)
 }
 
 // Bad input is refused before anything is read; a wrong UID is answered

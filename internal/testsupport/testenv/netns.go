@@ -15,9 +15,7 @@ import (
 // or skips t when not root.
 func NewNS(t testing.TB) ns.NetNS {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root for network namespaces")
-	}
+	NeedRoot(t)
 	n, err := testutils.NewNS()
 	if err != nil {
 		t.Fatalf("new netns: %v", err)
@@ -28,6 +26,14 @@ func NewNS(t testing.TB) ns.NetNS {
 		}
 	})
 	return n
+}
+
+// NeedRoot skips t when not root: network namespaces need it.
+func NeedRoot(t testing.TB) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root for network namespaces")
+	}
 }
 
 // RemoveNS closes n and removes its bind mount (testutils.NewNS's). A plain
