@@ -7,6 +7,17 @@ import (
 	"testing"
 )
 
+// everyGrant renders, between them, every role and rule the chart can
+// grant: each repair policy, the startup taint, OpenShift's SCC, and metrics
+// served beyond loopback (token reviews and the metrics-reader role).
+var everyGrant = []map[string]any{
+	{"repair": map[string]any{"policy": "evict"}, "startupTaint": map[string]any{"enabled": true}},
+	{"repair": map[string]any{"policy": "delete"}},
+	{"repair": map[string]any{"policy": "label"}},
+	{"openshift": map[string]any{"scc": map[string]any{"enabled": true}}},
+	{"metrics": map[string]any{"bindAddress": ""}},
+}
+
 // docs/permissions.md lists exactly the permissions the chart can grant:
 // every (account, group, resource, verb) of every ClusterRole and Role
 // rendered with each feature on, the `helm test` hooks' included, and the
@@ -14,13 +25,7 @@ import (
 // "non-resource URL").
 func TestPermissionsDoc(t *testing.T) {
 	rendered := map[string]bool{}
-	for _, vals := range []map[string]any{
-		{"repair": map[string]any{"policy": "evict"}, "startupTaint": map[string]any{"enabled": true}},
-		{"repair": map[string]any{"policy": "delete"}},
-		{"repair": map[string]any{"policy": "label"}},
-		{"openshift": map[string]any{"scc": map[string]any{"enabled": true}}},
-		{"metrics": map[string]any{"bindAddress": ""}},
-	} {
+	for _, vals := range everyGrant {
 		r, err := Render(chartDir, Options{Values: vals})
 		if err != nil {
 			t.Fatal(err)
@@ -101,13 +106,7 @@ func TestPermissionsDoc(t *testing.T) {
 func TestPermissionsDocPolicy(t *testing.T) {
 	writes := map[string]bool{} // "group resource verb" of the agent's write rules
 	matched := map[string]bool{}
-	for _, vals := range []map[string]any{
-		{"repair": map[string]any{"policy": "evict"}, "startupTaint": map[string]any{"enabled": true}},
-		{"repair": map[string]any{"policy": "delete"}},
-		{"repair": map[string]any{"policy": "label"}},
-		{"openshift": map[string]any{"scc": map[string]any{"enabled": true}}},
-		{"metrics": map[string]any{"bindAddress": ""}},
-	} {
+	for _, vals := range everyGrant {
 		r, err := Render(chartDir, Options{Values: vals})
 		if err != nil {
 			t.Fatal(err)
