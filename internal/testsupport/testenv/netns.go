@@ -45,12 +45,7 @@ func RuntimeNS(t testing.TB, dir, file, addr string) ns.NetNS {
 		if err != nil {
 			return err
 		}
-		a, err := netlink.ParseAddr(addr)
-		if err != nil {
-			return err
-		}
-		a.Flags = unix.IFA_F_NODAD
-		return netlink.AddrAdd(l, a)
+		return addrNoDAD(l, addr)
 	}); err != nil {
 		t.Fatalf("netns eth0 %s: %v", addr, err)
 	}

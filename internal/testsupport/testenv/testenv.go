@@ -205,7 +205,9 @@ func start(ctx context.Context, bin string, o options) (_ *Env, err error) {
 func (e *Env) startEtcd(ctx context.Context, bin string, clientPort, peerPort int) (string, error) {
 	etcdURL := "http://127.0.0.1:" + strconv.Itoa(clientPort)
 	peerURL := "http://127.0.0.1:" + strconv.Itoa(peerPort)
-	etcd, err := startProcess(e.Dir, filepath.Join(bin, "etcd"),
+	plain := &http.Client{Timeout: Scale(time.Second)}
+	healthy := func(ctx context.Context, _ *process) bool { return httpOK(ctx, plain, etcdURL+"/health") }
+	return etcdURL, e.run(ctx, bin, "etcd", "healthy", healthy,
 		"--name=testenv",
 		"--data-dir="+filepath.Join(e.Dir, "etcd"),
 		"--listen-client-urls="+etcdURL,
@@ -217,14 +219,6 @@ func (e *Env) startEtcd(ctx context.Context, bin string, clientPort, peerPort in
 		"--unsafe-no-fsync=true",
 		"--log-level=warn",
 	)
-	if err != nil {
-		return "", err
-	}
-	e.procs = append(e.procs, etcd)
-	plain := &http.Client{Timeout: Scale(time.Second)}
-	return etcdURL, etcd.waitFor(ctx, "healthy", func(ctx context.Context) bool {
-		return httpOK(ctx, plain, etcdURL+"/health")
-	})
 }
 
 // startAPIServer runs kube-apiserver on port against etcd, sets Host,
@@ -232,7 +226,24 @@ func (e *Env) startEtcd(ctx context.Context, bin string, clientPort, peerPort in
 func (e *Env) startAPIServer(ctx context.Context, bin string, p *pki, etcdURL string, port int) error {
 	e.Host = "https://127.0.0.1:" + strconv.Itoa(port)
 	e.CAData = p.caPEM
-	api, err := startProcess(e.Dir, filepath.Join(bin, "kube-apiserver"),
+	e.Config = &rest.Config{
+		Host:            e.Host,
+		TLSClientConfig: rest.TLSClientConfig{CAData: p.caPEM, CertData: p.adminCert, KeyData: p.adminKey},
+		QPS:             100,
+		Burst:           200,
+		Timeout:         Scale(30 * time.Second),
+	}
+	var err error
+	if e.Client, err = kubernetes.NewForConfig(e.Config); err != nil {
+		return err
+	}
+	readyClient, err := rest.HTTPClientFor(e.Config)
+	if err != nil {
+		return err
+	}
+	readyClient.Timeout = Scale(2 * time.Second)
+	ready := func(ctx context.Context, _ *process) bool { return httpOK(ctx, readyClient, e.Host+"/readyz") }
+	return e.run(ctx, bin, "kube-apiserver", "ready", ready,
 		"--etcd-servers="+etcdURL,
 		"--bind-address=127.0.0.1",
 		"--advertise-address=127.0.0.1",
@@ -250,47 +261,30 @@ func (e *Env) startAPIServer(ctx context.Context, bin string, p *pki, etcdURL st
 		"--endpoint-reconciler-type=none",
 		"--profiling=false",
 	)
-	if err != nil {
-		return err
-	}
-	e.procs = append(e.procs, api)
-	e.Config = &rest.Config{
-		Host:            e.Host,
-		TLSClientConfig: rest.TLSClientConfig{CAData: p.caPEM, CertData: p.adminCert, KeyData: p.adminKey},
-		QPS:             100,
-		Burst:           200,
-		Timeout:         Scale(30 * time.Second),
-	}
-	if e.Client, err = kubernetes.NewForConfig(e.Config); err != nil {
-		return err
-	}
-	readyClient, err := rest.HTTPClientFor(e.Config)
-	if err != nil {
-		return err
-	}
-	readyClient.Timeout = Scale(2 * time.Second)
-	return api.waitFor(ctx, "ready", func(ctx context.Context) bool {
-		return httpOK(ctx, readyClient, e.Host+"/readyz")
-	})
 }
 
 // startControllers runs kube-controller-manager with only these
 // controllers, through the admin kubeconfig.
 func (e *Env) startControllers(ctx context.Context, bin string, controllers []string) error {
-	kcm, err := startProcess(e.Dir, filepath.Join(bin, "kube-controller-manager"),
+	running := func(ctx context.Context, kcm *process) bool { return controllersReady(ctx, e, kcm, controllers) }
+	return e.run(ctx, bin, "kube-controller-manager", "running", running,
 		"--kubeconfig="+e.Kubeconfig,
 		"--controllers="+strings.Join(controllers, ","),
 		"--leader-elect=false",
 		"--secure-port=0",
 		"--use-service-account-credentials=false",
 	)
+}
+
+// run starts the server bin/name with args, keeps it for Stop, and waits
+// until ready (state names it in the error) says so.
+func (e *Env) run(ctx context.Context, bin, name, state string, ready func(context.Context, *process) bool, args ...string) error {
+	p, err := startProcess(e.Dir, filepath.Join(bin, name), args...)
 	if err != nil {
 		return err
 	}
-	e.procs = append(e.procs, kcm)
-	return kcm.waitFor(ctx, "running", func(ctx context.Context) bool {
-		return controllersReady(ctx, e, kcm, controllers)
-	})
+	e.procs = append(e.procs, p)
+	return p.waitFor(ctx, state, func(ctx context.Context) bool { return ready(ctx, p) })
 }
 
 // controllersReady: with the serviceaccount controller, the default service
