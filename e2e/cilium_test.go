@@ -66,19 +66,7 @@ func installCilium(ctx context.Context, s shared) {
 // node Ready.
 func waitCiliumReady(ctx context.Context, cs kubernetes.Interface) {
 	By("waiting for Cilium on every node and every node Ready")
-	Eventually(ctx, func(g Gomega) {
-		nodes, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
-		g.Expect(err).NotTo(HaveOccurred())
-		g.Expect(nodes.Items).NotTo(BeEmpty())
-		for _, n := range nodes.Items {
-			g.Expect(nodeReady(&n)).To(BeTrue(), "node %s is not Ready", n.Name)
-		}
-		ds, err := cs.AppsV1().DaemonSets("kube-system").Get(ctx, ciliumDaemonSet, metav1.GetOptions{})
-		g.Expect(err).NotTo(HaveOccurred())
-		g.Expect(ds.Status.DesiredNumberScheduled).To(BeEquivalentTo(len(nodes.Items)))
-		g.Expect(ds.Status.NumberReady).To(Equal(ds.Status.DesiredNumberScheduled))
-		g.Expect(ds.Status.UpdatedNumberScheduled).To(Equal(ds.Status.DesiredNumberScheduled))
-	}).WithTimeout(testenv.Scale(6 * time.Minute)).WithPolling(2 * time.Second).Should(Succeed())
+	waitDaemonSetOnEveryNode(ctx, cs, "kube-system", ciliumDaemonSet, 6*time.Minute, dsWait{nodesReady: true, updated: true})
 }
 
 // ciliumWrites counts the conflist rewrites an agent pod has logged.

@@ -143,14 +143,34 @@ images:
 
 func waitDaemonSetReady(ctx context.Context, cs kubernetes.Interface, timeout time.Duration) {
 	By("waiting for the DaemonSet to be ready on every node")
+	waitDaemonSetOnEveryNode(ctx, cs, meshNamespace, daemonSet, timeout, dsWait{updated: true})
+}
+
+// dsWait says what else waitDaemonSetOnEveryNode waits for.
+type dsWait struct {
+	nodesReady bool // at least one node, and every node Ready
+	updated    bool // every pod runs the DaemonSet's current template
+}
+
+// waitDaemonSetOnEveryNode waits (timeout scaled) until the DaemonSet
+// ns/name is scheduled and ready on every node, and for what w adds.
+func waitDaemonSetOnEveryNode(ctx context.Context, cs kubernetes.Interface, ns, name string, timeout time.Duration, w dsWait) {
 	Eventually(ctx, func(g Gomega) {
 		nodes, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 		g.Expect(err).NotTo(HaveOccurred())
-		ds, err := cs.AppsV1().DaemonSets(meshNamespace).Get(ctx, daemonSet, metav1.GetOptions{})
+		if w.nodesReady {
+			g.Expect(nodes.Items).NotTo(BeEmpty())
+			for _, n := range nodes.Items {
+				g.Expect(nodeReady(&n)).To(BeTrue(), "node %s is not Ready", n.Name)
+			}
+		}
+		ds, err := cs.AppsV1().DaemonSets(ns).Get(ctx, name, metav1.GetOptions{})
 		g.Expect(err).NotTo(HaveOccurred())
 		g.Expect(ds.Status.DesiredNumberScheduled).To(BeEquivalentTo(len(nodes.Items)))
 		g.Expect(ds.Status.NumberReady).To(Equal(ds.Status.DesiredNumberScheduled))
-		g.Expect(ds.Status.UpdatedNumberScheduled).To(Equal(ds.Status.DesiredNumberScheduled))
+		if w.updated {
+			g.Expect(ds.Status.UpdatedNumberScheduled).To(Equal(ds.Status.DesiredNumberScheduled))
+		}
 	}).WithTimeout(testenv.Scale(timeout)).WithPolling(2 * time.Second).Should(Succeed())
 }
 

@@ -370,14 +370,7 @@ func helmInstallIstioCNI(ctx context.Context, chart, tag string) {
 		"--set", "resources.requests.cpu=10m", "--set", "resources.requests.memory=32Mi",
 		"--wait", "--timeout", timeoutFlag(3*time.Minute))...)
 	Expect(err).NotTo(HaveOccurred(), out)
-	Eventually(ctx, func(g Gomega) {
-		nodes, err := client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
-		g.Expect(err).NotTo(HaveOccurred())
-		ds, err := client.AppsV1().DaemonSets(istioCNINamespace).Get(ctx, istioCNIDaemonSet, metav1.GetOptions{})
-		g.Expect(err).NotTo(HaveOccurred())
-		g.Expect(ds.Status.DesiredNumberScheduled).To(BeEquivalentTo(len(nodes.Items)))
-		g.Expect(ds.Status.NumberReady).To(Equal(ds.Status.DesiredNumberScheduled))
-	}).WithTimeout(testenv.Scale(3 * time.Minute)).WithPolling(2 * time.Second).Should(Succeed())
+	waitDaemonSetOnEveryNode(ctx, client, istioCNINamespace, istioCNIDaemonSet, 3*time.Minute, dsWait{})
 }
 
 // helmUninstallIstioCNI removes Istio's CNI release, if installed, and

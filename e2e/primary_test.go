@@ -15,8 +15,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/yaml"
-
-	"github.com/mesh-cni/mesh-cni/internal/testsupport/testenv"
 )
 
 // The primary CNI mesh-cni chains after. By default it is the one kind
@@ -89,18 +87,7 @@ func installPrimary(ctx context.Context, s shared) {
 // node Ready (the runtime reports the network ready once a conflist exists).
 func waitPrimaryReady(ctx context.Context, cs kubernetes.Interface) {
 	By("waiting for flannel on every node and every node Ready")
-	Eventually(ctx, func(g Gomega) {
-		nodes, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
-		g.Expect(err).NotTo(HaveOccurred())
-		g.Expect(nodes.Items).NotTo(BeEmpty())
-		for _, n := range nodes.Items {
-			g.Expect(nodeReady(&n)).To(BeTrue(), "node %s is not Ready", n.Name)
-		}
-		ds, err := cs.AppsV1().DaemonSets(flannelNamespace).Get(ctx, flannelDaemonSet, metav1.GetOptions{})
-		g.Expect(err).NotTo(HaveOccurred())
-		g.Expect(ds.Status.DesiredNumberScheduled).To(BeEquivalentTo(len(nodes.Items)))
-		g.Expect(ds.Status.NumberReady).To(Equal(ds.Status.DesiredNumberScheduled))
-	}).WithTimeout(testenv.Scale(4 * time.Minute)).WithPolling(2 * time.Second).Should(Succeed())
+	waitDaemonSetOnEveryNode(ctx, cs, flannelNamespace, flannelDaemonSet, 4*time.Minute, dsWait{nodesReady: true})
 }
 
 // primaryPods says where the primary's node pods run: restarting one makes

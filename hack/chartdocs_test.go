@@ -5,9 +5,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"testing"
+
+	"github.com/mesh-cni/mesh-cni/internal/testsupport/testenv"
 )
 
 // The chart's README is what helm-docs makes of README.md.gotmpl and
@@ -32,30 +32,12 @@ func TestChartReadmeGenerated(t *testing.T) {
 		t.Fatal(err)
 	}
 	if string(got) != string(want) {
-		t.Errorf("charts/mesh-cni/README.md is not what helm-docs makes of README.md.gotmpl and values.yaml: run make chart-readme\n%s",
-			firstDiff(string(want), string(got)))
+		t.Errorf("charts/mesh-cni/README.md is not what helm-docs makes of README.md.gotmpl and values.yaml: run make chart-readme (README.md -, helm-docs +)\n%s",
+			testenv.FirstDiff(string(want), string(got)))
 	}
 }
 
 // helmDocsArgs are make chart-readme's flags (values in file order).
 func helmDocsArgs(chart string, extra ...string) []string {
 	return append([]string{"--chart-search-root", chart, "--sort-values-order", "file", "--log-level", "warning"}, extra...)
-}
-
-// firstDiff shows the first line where two texts differ.
-func firstDiff(a, b string) string {
-	al, bl := strings.Split(a, "\n"), strings.Split(b, "\n")
-	for i := 0; i < len(al) || i < len(bl); i++ {
-		var x, y string
-		if i < len(al) {
-			x = al[i]
-		}
-		if i < len(bl) {
-			y = bl[i]
-		}
-		if x != y {
-			return "line " + strconv.Itoa(i+1) + ":\n  README.md: " + x + "\n  helm-docs: " + y
-		}
-	}
-	return ""
 }

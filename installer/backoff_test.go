@@ -40,11 +40,7 @@ func TestFirstReadyRetry(t *testing.T) {
 
 	waitDelays(t, &log, 5)
 	env.Node(t, cfg.nodeName, corev1.Taint{Key: cfg.startupTaint, Effect: corev1.TaintEffectNoSchedule})
-	select {
-	case <-done:
-	case <-time.After(testenv.Timeout()):
-		t.Fatal("taint not removed after the Node appeared")
-	}
+	testenv.Receive(t, done, "taint not removed after the Node appeared")
 	retrytest.Check(t, b, log.Delays())
 	n, err := env.Client.CoreV1().Nodes().Get(ctx, cfg.nodeName, metav1.GetOptions{})
 	if err != nil {
@@ -73,11 +69,7 @@ func TestFirstReadyCancel(t *testing.T) {
 	go func() { defer close(done); fn() }()
 	waitDelays(t, &log, 1)
 	cancel()
-	select {
-	case <-done:
-	case <-time.After(testenv.Timeout()):
-		t.Fatal("still retrying after cancel")
-	}
+	testenv.Receive(t, done, "still retrying after cancel")
 	if m := log.Messages(); len(m) != 1 {
 		t.Fatalf("logged %q, want the one failure", m)
 	}
@@ -131,11 +123,7 @@ func TestDSProbeCancel(t *testing.T) {
 	go func() { defer close(done); p.run(ctx) }()
 	waitDelays(t, &log, 1)
 	cancel()
-	select {
-	case <-done:
-	case <-time.After(testenv.Timeout()):
-		t.Fatal("probe still retrying after cancel")
-	}
+	testenv.Receive(t, done, "probe still retrying after cancel")
 	if p.allowed.Load() || len(log.Delays()) != 1 {
 		t.Fatalf("allowed=%v after %d retries, want false after 1", p.allowed.Load(), len(log.Delays()))
 	}

@@ -12,42 +12,19 @@ import (
 // args of the named container of the agent's DaemonSet, flag → value.
 func renderedArgs(t *testing.T, container string) map[string]string {
 	t.Helper()
-	r, err := helmcli.Render("../charts/mesh-cni", helmcli.Options{})
+	list, err := helmcli.ContainerArgs("../charts/mesh-cni", helmcli.Options{}, container)
 	if err != nil {
 		t.Fatal(err)
 	}
-	objs, err := helmcli.Objects(r.Manifest)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, o := range objs {
-		if o.Kind != "DaemonSet" {
-			continue
+	args := map[string]string{}
+	for _, s := range list {
+		name, val, ok := strings.Cut(strings.TrimPrefix(s, "--"), "=")
+		if !strings.HasPrefix(s, "--") || !ok {
+			t.Fatalf("container %s: arg %q is not --flag=value", container, s)
 		}
-		spec, _ := o.Raw["spec"].(map[string]any)
-		tmpl, _ := spec["template"].(map[string]any)
-		pod, _ := tmpl["spec"].(map[string]any)
-		cs, _ := pod["containers"].([]any)
-		for _, c := range cs {
-			c, _ := c.(map[string]any)
-			if c["name"] != container {
-				continue
-			}
-			args := map[string]string{}
-			list, _ := c["args"].([]any)
-			for _, a := range list {
-				s, _ := a.(string)
-				name, val, ok := strings.Cut(strings.TrimPrefix(s, "--"), "=")
-				if !strings.HasPrefix(s, "--") || !ok {
-					t.Fatalf("container %s: arg %q is not --flag=value", container, s)
-				}
-				args[name] = val
-			}
-			return args
-		}
+		args[name] = val
 	}
-	t.Fatalf("no DaemonSet container %q in the rendered chart", container)
-	return nil
+	return args
 }
 
 // TestFlagDefaultsAreTheChart: the agent run without flags is as safe as

@@ -50,14 +50,21 @@ func runEmulated(t *testing.T, qemu, bin, command, netns string, conf map[string
 // runs it: CNI variables, the config on stdin.
 func runArgv(t *testing.T, argv []string, command, netns string, conf map[string]any) outcome {
 	t.Helper()
-	b, err := json.Marshal(conf)
-	if err != nil {
-		t.Fatal(err)
-	}
 	bin := argv[len(argv)-1]
 	a := &invoke.Args{Command: command, ContainerID: "c0ffee", NetNS: netns, IfName: "eth0", Path: filepath.Dir(bin), PluginArgsStr: k8sArgs}
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Env = append(os.Environ(), a.AsEnv()...)
+	return runPlugin(t, cmd, conf)
+}
+
+// runPlugin runs cmd with conf on stdin and returns how it ended: success,
+// its output, and the CNI error it printed when it failed.
+func runPlugin(t *testing.T, cmd *exec.Cmd, conf map[string]any) outcome {
+	t.Helper()
+	b, err := json.Marshal(conf)
+	if err != nil {
+		t.Fatal(err)
+	}
 	cmd.Stdin = strings.NewReader(string(b))
 	var stdout, stderr strings.Builder
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
@@ -65,7 +72,7 @@ func runArgv(t *testing.T, argv []string, command, netns string, conf map[string
 	o := outcome{ok: err == nil, stdout: stdout.String(), stderr: stderr.String()}
 	var ee *exec.ExitError
 	if err != nil && !errors.As(err, &ee) {
-		t.Fatalf("run %s: %v", strings.Join(argv, " "), err)
+		t.Fatalf("run %s: %v", strings.Join(cmd.Args, " "), err)
 	}
 	if err != nil {
 		var e types.Error

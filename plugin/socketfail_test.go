@@ -7,8 +7,6 @@ package main
 // the plugin, which inherits the restriction.
 
 import (
-	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -133,10 +131,6 @@ func (o outcome) String() string {
 // runRestricted runs the plugin under restrict ("" for none).
 func runRestricted(t *testing.T, restrict, command, netns string, conf map[string]any) outcome {
 	t.Helper()
-	b, err := json.Marshal(conf)
-	if err != nil {
-		t.Fatal(err)
-	}
 	a := &invoke.Args{Command: command, ContainerID: "c0ffee", NetNS: netns, IfName: "eth0", Path: pluginDir, PluginArgsStr: k8sArgs}
 	bin := filepath.Join(pluginDir, "mesh-cni")
 	cmd := exec.Command(bin)
@@ -144,22 +138,7 @@ func runRestricted(t *testing.T, restrict, command, netns string, conf map[strin
 		cmd = exec.Command(os.Args[0])
 	}
 	cmd.Env = append(a.AsEnv(), restrictEnv+"="+restrict, restrictedEnv+"="+bin)
-	cmd.Stdin = strings.NewReader(string(b))
-	var stdout, stderr strings.Builder
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err = cmd.Run()
-	o := outcome{ok: err == nil, stdout: stdout.String(), stderr: stderr.String()}
-	var ee *exec.ExitError
-	if err != nil && !errors.As(err, &ee) {
-		t.Fatalf("run plugin: %v", err)
-	}
-	if err != nil {
-		var e types.Error
-		if json.Unmarshal([]byte(o.stdout), &e) == nil && e.Code != 0 && e.Msg != "" {
-			o.cniErr = &e
-		}
-	}
-	return o
+	return runPlugin(t, cmd, conf)
 }
 
 // TestSocketLimit: ADD and DEL of a meshed pod with every file limit from

@@ -4,8 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
-	"os"
-	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
@@ -161,10 +159,6 @@ func TestLinkerdCompatPortsDefault(t *testing.T) {
 // Every iptablesMode the schema takes maps, in the template, to a backend
 // the agent knows (config.Backends).
 func TestIptablesModeIsABackend(t *testing.T) {
-	b, err := os.ReadFile(filepath.Join(chartDir, "values.schema.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
 	var schema struct {
 		Properties struct {
 			IptablesMode struct {
@@ -172,9 +166,7 @@ func TestIptablesModeIsABackend(t *testing.T) {
 			} `json:"iptablesMode"`
 		} `json:"properties"`
 	}
-	if err := json.Unmarshal(b, &schema); err != nil {
-		t.Fatal(err)
-	}
+	readSchema(t, &schema)
 	modes := schema.Properties.IptablesMode.Enum
 	if len(modes) == 0 {
 		t.Fatal("the schema lists no iptablesMode")

@@ -57,6 +57,18 @@ func render(t *testing.T, release, ns string, vals map[string]any) rendered {
 	return rendered{objs, r.Notes}
 }
 
+// readSchema decodes the chart's values.schema.json into v.
+func readSchema(t *testing.T, v any) {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(chartDir, "values.schema.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		t.Fatalf("values.schema.json: %v", err)
+	}
+}
+
 func (r rendered) get(t *testing.T, kind, name string) map[string]any {
 	t.Helper()
 	for _, o := range r.objs {
@@ -783,16 +795,10 @@ func TestAppVersionIsVersion(t *testing.T) {
 // values.yaml shows every setting: each schema property other than the
 // linkerd2-cni names has a default there, and each key there is in the schema.
 func TestValuesDocumentSchema(t *testing.T) {
-	b, err := os.ReadFile(filepath.Join(chartDir, "values.schema.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
 	var schema struct {
 		Properties map[string]json.RawMessage `json:"properties"`
 	}
-	if err := json.Unmarshal(b, &schema); err != nil {
-		t.Fatal(err)
-	}
+	readSchema(t, &schema)
 	vals, err := ReadValues(filepath.Join(chartDir, "values.yaml"))
 	if err != nil {
 		t.Fatal(err)

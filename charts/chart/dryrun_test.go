@@ -138,17 +138,26 @@ func (c *apiClient) dryRun(ctx context.Context, obj map[string]any) error {
 	return c.apply(ctx, obj, true)
 }
 
-// remove deletes obj (gone already is fine).
-func (c *apiClient) remove(ctx context.Context, obj map[string]any) error {
-	u := &unstructured.Unstructured{Object: obj}
+// resource is the client for u's kind, in u's namespace where the kind
+// is namespaced.
+func (c *apiClient) resource(u *unstructured.Unstructured) (dynamic.ResourceInterface, error) {
 	gvk := u.GroupVersionKind()
 	m, err := c.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
 	if err != nil {
-		return fmt.Errorf("%s: %w", gvk, err)
+		return nil, fmt.Errorf("%s: %w", gvk, err)
 	}
-	var ri dynamic.ResourceInterface = c.dyn.Resource(m.Resource)
 	if m.Scope.Name() == meta.RESTScopeNameNamespace {
-		ri = c.dyn.Resource(m.Resource).Namespace(u.GetNamespace())
+		return c.dyn.Resource(m.Resource).Namespace(u.GetNamespace()), nil
+	}
+	return c.dyn.Resource(m.Resource), nil
+}
+
+// remove deletes obj (gone already is fine).
+func (c *apiClient) remove(ctx context.Context, obj map[string]any) error {
+	u := &unstructured.Unstructured{Object: obj}
+	ri, err := c.resource(u)
+	if err != nil {
+		return err
 	}
 	if err := ri.Delete(ctx, u.GetName(), metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
 		return err
@@ -159,14 +168,9 @@ func (c *apiClient) remove(ctx context.Context, obj map[string]any) error {
 // apply applies obj server-side (stored unless dry), strictly validated.
 func (c *apiClient) apply(ctx context.Context, obj map[string]any, dry bool) error {
 	u := &unstructured.Unstructured{Object: obj}
-	gvk := u.GroupVersionKind()
-	m, err := c.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+	ri, err := c.resource(u)
 	if err != nil {
-		return fmt.Errorf("%s: %w", gvk, err)
-	}
-	var ri dynamic.ResourceInterface = c.dyn.Resource(m.Resource)
-	if m.Scope.Name() == meta.RESTScopeNameNamespace {
-		ri = c.dyn.Resource(m.Resource).Namespace(u.GetNamespace())
+		return err
 	}
 	b, err := json.Marshal(obj)
 	if err != nil {

@@ -7,6 +7,8 @@ import (
 	"sort"
 	"strings"
 	"testing"
+
+	"github.com/mesh-cni/mesh-cni/internal/testsupport/testenv"
 )
 
 // helmCLIs builds (once, into the cache) and returns the Helm 3 and Helm 4
@@ -58,7 +60,7 @@ func TestHelmCLIsRenderIdentically(t *testing.T) {
 					t.Fatalf("%s %v: %v\n%s", cli, args, err, got)
 				}
 				if strings.TrimSpace(string(got)) != strings.TrimSpace(want.Manifest) {
-					t.Errorf("%s template differs from the library render (Helm 4 keeps a template file's trailing newline: end templates without one):\n%s", cli, diff(strings.TrimSpace(want.Manifest), strings.TrimSpace(string(got))))
+					t.Errorf("%s template differs from the library render (Helm 4 keeps a template file's trailing newline: end templates without one):\n%s", cli, testenv.FirstDiff(strings.TrimSpace(want.Manifest), strings.TrimSpace(string(got))))
 				}
 			})
 		}

@@ -13,6 +13,8 @@ import (
 	"sigs.k8s.io/kustomize/api/krusty"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 	"sigs.k8s.io/yaml"
+
+	"github.com/mesh-cni/mesh-cni/internal/testsupport/testenv"
 )
 
 const kustomizeDir = "../../kustomize"
@@ -37,7 +39,7 @@ func TestKustomizeBaseMatchesChart(t *testing.T) {
 		if g, ok := got[p]; !ok {
 			t.Errorf("kustomize/%s is missing; run make kustomize-base", p)
 		} else if string(g) != string(b) {
-			t.Errorf("kustomize/%s drifted from the chart; run make kustomize-base:\n%s", p, diff(string(b), string(g)))
+			t.Errorf("kustomize/%s drifted from the chart; run make kustomize-base:\n%s", p, testenv.FirstDiff(string(b), string(g)))
 		}
 	}
 	for p := range got {
@@ -219,7 +221,7 @@ func compareObjects(t *testing.T, want, got map[string]any) {
 		if !reflect.DeepEqual(want[id], g) {
 			wb, _ := yaml.Marshal(want[id])
 			gb, _ := yaml.Marshal(g)
-			t.Errorf("%s differs (chart -, kustomize +):\n%s", id, diff(string(wb), string(gb)))
+			t.Errorf("%s differs (chart -, kustomize +):\n%s", id, testenv.FirstDiff(string(wb), string(gb)))
 		}
 	}
 	for id := range got {

@@ -239,10 +239,6 @@ func TestValuesRestateNoDefault(t *testing.T) {
 			t.Errorf("values.yaml %s = %s restates a default the plugin owns; want null", k.Name, toJSON(v))
 		}
 	}
-	sb, err := os.ReadFile(filepath.Join(chartDir, "values.schema.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
 	var schema struct {
 		Definitions struct {
 			Mesh struct {
@@ -250,9 +246,7 @@ func TestValuesRestateNoDefault(t *testing.T) {
 			} `json:"mesh"`
 		} `json:"definitions"`
 	}
-	if err := json.Unmarshal(sb, &schema); err != nil {
-		t.Fatal(err)
-	}
+	readSchema(t, &schema)
 	var props, fields []string
 	for k := range schema.Definitions.Mesh.Properties {
 		props = append(props, k)

@@ -1,9 +1,6 @@
 package chart
 
 import (
-	"encoding/json"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -14,76 +11,51 @@ import (
 // migrateFrom reaches the agent, its schema enum is the agent's list, and
 // the modes it cannot work in are refused with the value's name.
 func TestMigrateFrom(t *testing.T) {
-	for _, from := range install.MigrateSources {
-		r := render(t, "rel", "net", map[string]any{"migrateFrom": from})
-		if a := args(t, r.get(t, "DaemonSet", "")); a["--migrate-from"] != from {
-			t.Errorf("migrateFrom=%s: --migrate-from=%q", from, a["--migrate-from"])
-		}
-	}
-	if a := args(t, render(t, "rel", "net", nil).get(t, "DaemonSet", "")); a["--migrate-from"] != "" {
-		t.Errorf("default --migrate-from=%q, want empty", a["--migrate-from"])
-	}
-	b, err := os.ReadFile(filepath.Join(chartDir, "values.schema.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var schema struct {
-		Properties map[string]struct {
-			Enum []string `json:"enum"`
-		} `json:"properties"`
-	}
-	if err := json.Unmarshal(b, &schema); err != nil {
-		t.Fatal(err)
-	}
-	if got, want := schema.Properties["migrateFrom"].Enum, append([]string{""}, install.MigrateSources...); !slices.Equal(got, want) {
-		t.Errorf("schema migrateFrom enum %v, the agent takes %v", got, want)
-	}
-	for _, vals := range []map[string]any{
+	testMigrateSource(t, "migrateFrom", "--migrate-from", []map[string]any{
 		{"migrateFrom": "cilium"},
 		{"migrateFrom": "istio-cni", "cni": map[string]any{"subdirChaining": true}},
 		{"migrateFrom": "linkerd-cni", "cni": map[string]any{"chained": false, "confFileName": "x.conflist"}},
-	} {
-		if _, err := Render(chartDir, Options{Values: vals}); err == nil || !strings.Contains(err.Error(), "migrateFrom") {
-			t.Errorf("%v: %v, want an error naming migrateFrom", vals, err)
-		}
-	}
+	})
 }
 
 // handBackTo reaches the agent, its schema enum is the agent's list, and
 // it is refused with migrateFrom or without inline chaining.
 func TestHandBackTo(t *testing.T) {
-	for _, to := range install.MigrateSources {
-		r := render(t, "rel", "net", map[string]any{"handBackTo": to})
-		if a := args(t, r.get(t, "DaemonSet", "")); a["--hand-back-to"] != to {
-			t.Errorf("handBackTo=%s: --hand-back-to=%q", to, a["--hand-back-to"])
+	testMigrateSource(t, "handBackTo", "--hand-back-to", []map[string]any{
+		{"handBackTo": "cilium"},
+		{"handBackTo": "istio-cni", "migrateFrom": "istio-cni"},
+		{"handBackTo": "istio-cni", "cni": map[string]any{"subdirChaining": true}},
+		{"handBackTo": "linkerd-cni", "cni": map[string]any{"chained": false, "confFileName": "x.conflist"}},
+	})
+}
+
+// testMigrateSource: each of the agent's migrate sources set as key reaches
+// the agent as flag, the default passes none, the schema's enum is the
+// agent's list (and "" for none), and each of refused fails to render with
+// an error naming key.
+func testMigrateSource(t *testing.T, key, flag string, refused []map[string]any) {
+	t.Helper()
+	for _, src := range install.MigrateSources {
+		r := render(t, "rel", "net", map[string]any{key: src})
+		if a := args(t, r.get(t, "DaemonSet", "")); a[flag] != src {
+			t.Errorf("%s=%s: %s=%q", key, src, flag, a[flag])
 		}
 	}
-	if a := args(t, render(t, "rel", "net", nil).get(t, "DaemonSet", "")); a["--hand-back-to"] != "" {
-		t.Errorf("default --hand-back-to=%q, want empty", a["--hand-back-to"])
-	}
-	b, err := os.ReadFile(filepath.Join(chartDir, "values.schema.json"))
-	if err != nil {
-		t.Fatal(err)
+	if a := args(t, render(t, "rel", "net", nil).get(t, "DaemonSet", "")); a[flag] != "" {
+		t.Errorf("default %s=%q, want empty", flag, a[flag])
 	}
 	var schema struct {
 		Properties map[string]struct {
 			Enum []string `json:"enum"`
 		} `json:"properties"`
 	}
-	if err := json.Unmarshal(b, &schema); err != nil {
-		t.Fatal(err)
+	readSchema(t, &schema)
+	if got, want := schema.Properties[key].Enum, append([]string{""}, install.MigrateSources...); !slices.Equal(got, want) {
+		t.Errorf("schema %s enum %v, the agent takes %v", key, got, want)
 	}
-	if got, want := schema.Properties["handBackTo"].Enum, append([]string{""}, install.MigrateSources...); !slices.Equal(got, want) {
-		t.Errorf("schema handBackTo enum %v, the agent takes %v", got, want)
-	}
-	for _, vals := range []map[string]any{
-		{"handBackTo": "cilium"},
-		{"handBackTo": "istio-cni", "migrateFrom": "istio-cni"},
-		{"handBackTo": "istio-cni", "cni": map[string]any{"subdirChaining": true}},
-		{"handBackTo": "linkerd-cni", "cni": map[string]any{"chained": false, "confFileName": "x.conflist"}},
-	} {
-		if _, err := Render(chartDir, Options{Values: vals}); err == nil || !strings.Contains(err.Error(), "handBackTo") {
-			t.Errorf("%v: %v, want an error naming handBackTo", vals, err)
+	for _, vals := range refused {
+		if _, err := Render(chartDir, Options{Values: vals}); err == nil || !strings.Contains(err.Error(), key) {
+			t.Errorf("%v: %v, want an error naming %s", vals, err, key)
 		}
 	}
 }

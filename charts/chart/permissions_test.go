@@ -7,6 +7,17 @@ import (
 	"testing"
 )
 
+// everyGrant renders, between them, every role and rule the chart can
+// grant: each repair policy, the startup taint, OpenShift's SCC, and metrics
+// served beyond loopback (token reviews and the metrics-reader role).
+var everyGrant = []map[string]any{
+	{"repair": map[string]any{"policy": "evict"}, "startupTaint": map[string]any{"enabled": true}},
+	{"repair": map[string]any{"policy": "delete"}},
+	{"repair": map[string]any{"policy": "label"}},
+	{"openshift": map[string]any{"scc": map[string]any{"enabled": true}}},
+	{"metrics": map[string]any{"bindAddress": ""}},
+}
+
 // docs/permissions.md lists exactly the permissions the chart can grant:
 // every (account, group, resource, verb) of every ClusterRole and Role
 // rendered with each feature on, the `helm test` hooks' included, and the
@@ -14,63 +25,25 @@ import (
 // "non-resource URL").
 func TestPermissionsDoc(t *testing.T) {
 	rendered := map[string]bool{}
-	for _, vals := range []map[string]any{
-		{"repair": map[string]any{"policy": "evict"}, "startupTaint": map[string]any{"enabled": true}},
-		{"repair": map[string]any{"policy": "delete"}},
-		{"repair": map[string]any{"policy": "label"}},
-		{"openshift": map[string]any{"scc": map[string]any{"enabled": true}}},
-		{"metrics": map[string]any{"bindAddress": ""}},
-	} {
-		r, err := Render(chartDir, Options{Values: vals})
-		if err != nil {
-			t.Fatal(err)
+	// The `helm test` hooks too: their Role exists while the test runs.
+	for _, o := range renderEveryGrant(t, true) {
+		if o.Kind != "ClusterRole" && o.Kind != "Role" {
+			continue
 		}
-		// The `helm test` hooks too: their Role exists while the test runs.
-		objs, err := Objects(r.Manifest + r.Tests)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, o := range objs {
-			if o.Kind != "ClusterRole" && o.Kind != "Role" {
-				continue
-			}
-			account := "agent"
-			switch {
-			case strings.HasSuffix(o.Name, "-plugin"):
-				account = "plugin"
-			case strings.HasSuffix(o.Name, "-test"):
-				account = "helm test"
-			case strings.HasSuffix(o.Name, "-metrics-reader"):
-				account = "scraper"
-			}
-			rules, _ := o.Raw["rules"].([]any)
-			for _, x := range rules {
-				rule := x.(map[string]any)
-				for _, u := range strs(rule["nonResourceURLs"]) {
-					for _, v := range strs(rule["verbs"]) {
-						rendered[account+" non-resource URL "+u+" "+v] = true
-					}
-				}
-				for _, g := range strs(rule["apiGroups"]) {
-					if g == "" {
-						g = "core"
-					}
-					for _, res := range strs(rule["resources"]) {
-						for _, v := range strs(rule["verbs"]) {
-							rendered[account+" "+g+" "+res+" "+v] = true
-						}
-					}
+		account := roleAccount(o.Name)
+		rules, _ := o.Raw["rules"].([]any)
+		for _, x := range rules {
+			rule := x.(map[string]any)
+			for _, u := range strs(rule["nonResourceURLs"]) {
+				for _, v := range strs(rule["verbs"]) {
+					rendered[account+" non-resource URL "+u+" "+v] = true
 				}
 			}
 		}
-	}
-
-	b, err := os.ReadFile("../../docs/permissions.md")
-	if err != nil {
-		t.Fatal(err)
+		eachRule(rules, "verbs", func(g, res, v string) { rendered[account+" "+g+" "+res+" "+v] = true })
 	}
 	documented := map[string]bool{}
-	for _, line := range strings.Split(string(b), "\n") {
+	for _, line := range strings.Split(permissionsDoc(t), "\n") {
 		cells := strings.Split(line, "|")
 		if len(cells) < 6 || !strings.HasPrefix(line, "| agent") && !strings.HasPrefix(line, "| plugin") && !strings.HasPrefix(line, "| helm test") && !strings.HasPrefix(line, "| scraper") {
 			continue
@@ -101,53 +74,19 @@ func TestPermissionsDoc(t *testing.T) {
 func TestPermissionsDocPolicy(t *testing.T) {
 	writes := map[string]bool{} // "group resource verb" of the agent's write rules
 	matched := map[string]bool{}
-	for _, vals := range []map[string]any{
-		{"repair": map[string]any{"policy": "evict"}, "startupTaint": map[string]any{"enabled": true}},
-		{"repair": map[string]any{"policy": "delete"}},
-		{"repair": map[string]any{"policy": "label"}},
-		{"openshift": map[string]any{"scc": map[string]any{"enabled": true}}},
-		{"metrics": map[string]any{"bindAddress": ""}},
-	} {
-		r, err := Render(chartDir, Options{Values: vals})
-		if err != nil {
-			t.Fatal(err)
-		}
-		objs, err := Objects(r.Manifest)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, o := range objs {
-			switch {
-			case o.Kind == "ValidatingAdmissionPolicy":
-				spec, _ := o.Raw["spec"].(map[string]any)
-				mc, _ := spec["matchConstraints"].(map[string]any)
-				rules, _ := mc["resourceRules"].([]any)
-				for _, x := range rules {
-					rule := x.(map[string]any)
-					for _, g := range strs(rule["apiGroups"]) {
-						for _, res := range strs(rule["resources"]) {
-							for _, op := range strs(rule["operations"]) {
-								matched[group(g)+" "+res+" "+op] = true
-							}
-						}
-					}
+	for _, o := range renderEveryGrant(t, false) {
+		switch {
+		case o.Kind == "ValidatingAdmissionPolicy":
+			spec, _ := o.Raw["spec"].(map[string]any)
+			mc, _ := spec["matchConstraints"].(map[string]any)
+			eachRule(mc["resourceRules"], "operations", func(g, res, op string) { matched[g+" "+res+" "+op] = true })
+		case (o.Kind == "ClusterRole" || o.Kind == "Role") && !strings.Contains(o.Name, "-plugin") &&
+			!strings.HasSuffix(o.Name, "-metrics-reader"):
+			eachRule(o.Raw["rules"], "verbs", func(g, res, v string) {
+				if v != "get" && v != "list" && v != "watch" {
+					writes[g+" "+res+" "+v] = true
 				}
-			case (o.Kind == "ClusterRole" || o.Kind == "Role") && !strings.Contains(o.Name, "-plugin") &&
-				!strings.HasSuffix(o.Name, "-metrics-reader"):
-				rules, _ := o.Raw["rules"].([]any)
-				for _, x := range rules {
-					rule := x.(map[string]any)
-					for _, g := range strs(rule["apiGroups"]) {
-						for _, res := range strs(rule["resources"]) {
-							for _, v := range strs(rule["verbs"]) {
-								if v != "get" && v != "list" && v != "watch" {
-									writes[group(g)+" "+res+" "+v] = true
-								}
-							}
-						}
-					}
-				}
-			}
+			})
 		}
 	}
 	if len(matched) == 0 || len(writes) == 0 {
@@ -156,13 +95,9 @@ func TestPermissionsDocPolicy(t *testing.T) {
 	// The admission operation of each verb.
 	op := map[string]string{"create": "CREATE", "patch": "UPDATE", "update": "UPDATE", "delete": "DELETE"}
 
-	b, err := os.ReadFile("../../docs/permissions.md")
-	if err != nil {
-		t.Fatal(err)
-	}
 	documented := map[string]bool{}
 	in := false
-	for _, line := range strings.Split(string(b), "\n") {
+	for _, line := range strings.Split(permissionsDoc(t), "\n") {
 		if strings.HasPrefix(line, "| API group | resource | verbs | policy |") {
 			in = true
 			continue
@@ -193,6 +128,68 @@ func TestPermissionsDocPolicy(t *testing.T) {
 			t.Errorf("the chart grants the agent %s, which the policy table of docs/permissions.md does not list", k)
 		}
 	}
+}
+
+// renderEveryGrant is every object the chart renders with each of
+// everyGrant's values, and with withTests its `helm test` hooks too.
+func renderEveryGrant(t *testing.T, withTests bool) []Object {
+	t.Helper()
+	var out []Object
+	for _, vals := range everyGrant {
+		r, err := Render(chartDir, Options{Values: vals})
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := r.Manifest
+		if withTests {
+			m += r.Tests
+		}
+		objs, err := Objects(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, objs...)
+	}
+	return out
+}
+
+// roleAccount is the account column of docs/permissions.md for a role.
+func roleAccount(role string) string {
+	switch {
+	case strings.HasSuffix(role, "-plugin"):
+		return "plugin"
+	case strings.HasSuffix(role, "-test"):
+		return "helm test"
+	case strings.HasSuffix(role, "-metrics-reader"):
+		return "scraper"
+	}
+	return "agent"
+}
+
+// eachRule calls fn for every (group, resource, verb) of rules, a list of
+// RBAC rules (field "verbs") or of a policy's resourceRules (field
+// "operations"); the core group is "core".
+func eachRule(rules any, field string, fn func(g, res, v string)) {
+	list, _ := rules.([]any)
+	for _, x := range list {
+		rule := x.(map[string]any)
+		for _, g := range strs(rule["apiGroups"]) {
+			for _, res := range strs(rule["resources"]) {
+				for _, v := range strs(rule[field]) {
+					fn(group(g), res, v)
+				}
+			}
+		}
+	}
+}
+
+func permissionsDoc(t *testing.T) string {
+	t.Helper()
+	b, err := os.ReadFile("../../docs/permissions.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }
 
 func group(g string) string {

@@ -12,33 +12,14 @@ import (
 // chart renders for its container (metrics beyond loopback, the only case
 // the chart runs it): every flag the chart passes equals the default.
 func TestFlagDefaultsAreTheChart(t *testing.T) {
-	r, err := helmcli.Render("../../charts/mesh-cni", helmcli.Options{Values: map[string]any{"metrics": map[string]any{"bindAddress": ""}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	objs, err := helmcli.Objects(r.Manifest)
+	list, err := helmcli.ContainerArgs("../../charts/mesh-cni", helmcli.Options{Values: map[string]any{"metrics": map[string]any{"bindAddress": ""}}}, "metrics-proxy")
 	if err != nil {
 		t.Fatal(err)
 	}
 	args := map[string]string{}
-	for _, o := range objs {
-		if o.Kind != "DaemonSet" {
-			continue
-		}
-		spec, _ := o.Raw["spec"].(map[string]any)
-		tmpl, _ := spec["template"].(map[string]any)
-		pod, _ := tmpl["spec"].(map[string]any)
-		cs, _ := pod["containers"].([]any)
-		for _, c := range cs {
-			if c, _ := c.(map[string]any); c["name"] == "metrics-proxy" {
-				list, _ := c["args"].([]any)
-				for _, a := range list {
-					s, _ := a.(string)
-					name, val, _ := strings.Cut(strings.TrimPrefix(s, "--"), "=")
-					args[name] = val
-				}
-			}
-		}
+	for _, s := range list {
+		name, val, _ := strings.Cut(strings.TrimPrefix(s, "--"), "=")
+		args[name] = val
 	}
 	if len(args) == 0 {
 		t.Fatal("the chart rendered no metrics-proxy container with metrics.bindAddress=\"\"")

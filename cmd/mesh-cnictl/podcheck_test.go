@@ -5,16 +5,12 @@ import (
 	"context"
 	"encoding/json"
 	"net"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/containernetworking/plugins/pkg/ns"
-	gnft "github.com/google/nftables"
-	"github.com/vishvananda/netlink"
-	"golang.org/x/sys/unix"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -52,33 +48,8 @@ func hostIP(t *testing.T) string {
 // netns dir as a runtime's.
 func meshedNetns(t *testing.T, pod *corev1.Pod, entry []byte, ip string) (dir string, n ns.NetNS) {
 	t.Helper()
-	n = testenv.NewNS(t)
-	if err := n.Do(func(ns.NetNS) error {
-		if err := netlink.LinkAdd(&netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: "eth0"}, PeerName: "peer0"}); err != nil {
-			return err
-		}
-		l, err := netlink.LinkByName("eth0")
-		if err != nil {
-			return err
-		}
-		a, err := netlink.ParseAddr(ip + "/24")
-		if err != nil {
-			return err
-		}
-		a.Flags = unix.IFA_F_NODAD
-		return netlink.AddrAdd(l, a)
-	}); err != nil {
-		t.Fatal(err)
-	}
 	dir = t.TempDir()
-	target := filepath.Join(dir, "cni-1234")
-	if err := os.WriteFile(target, nil, 0o444); err != nil {
-		t.Fatal(err)
-	}
-	if err := unix.Mount(n.Path(), target, "", unix.MS_BIND, ""); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = unix.Unmount(target, unix.MNT_DETACH) })
+	n = testenv.RuntimeNS(t, dir, "cni-1234", ip+"/24")
 	o := explain.NewOptions()
 	o.PodManifest, _ = json.Marshal(pod)
 	o.Entry = entry
@@ -97,9 +68,7 @@ func meshedNetns(t *testing.T, pod *corev1.Pod, entry []byte, ip string) (dir st
 // lists, and reports the rules in the pod's real netns; with one deleted it
 // exits 3 naming it.
 func TestExplainCheckFromCluster(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root for network namespaces")
-	}
+	testenv.NeedRoot(t)
 	ip := hostIP(t)
 	env := testenv.Start(t)
 	ns := env.Namespace(t, "shop")
@@ -269,24 +238,5 @@ func (e *checkErr) Error() string { return "exit " + strconv.Itoa(e.code) + ":\n
 // deleteFirstRule removes the first rule of one of our chains in n.
 func deleteFirstRule(t *testing.T, n ns.NetNS, chain string) {
 	t.Helper()
-	f, err := os.Open(n.Path())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	c, err := gnft.New(gnft.WithNetNSFd(int(f.Fd())))
-	if err != nil {
-		t.Fatal(err)
-	}
-	tb := &gnft.Table{Name: rules.NftTable, Family: gnft.TableFamilyINet}
-	krs, err := c.GetRules(tb, &gnft.Chain{Name: chain, Table: tb})
-	if err != nil || len(krs) == 0 {
-		t.Fatalf("rules of %s: %v (%d)", chain, err, len(krs))
-	}
-	if err := c.DelRule(krs[0]); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Flush(); err != nil {
-		t.Fatal(err)
-	}
+	testenv.DeleteNftRule(t, n, rules.NftTable, chain, 0)
 }

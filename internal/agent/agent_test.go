@@ -356,3 +356,17 @@ func TestNoFlapWhilePrimaryWrites(t *testing.T) {
 		t.Errorf("%d status updates published during rewrites", len(f.published)-before)
 	}
 }
+
+// readEntryFrom makes c read its chain entry from the settings file on
+// every pass, as the agent reads the chart's plugin settings, and watch dir
+// (the file's) for its changes.
+func readEntryFrom(c *install.Config, dir, settings string) {
+	c.Entry, c.EntryDir = nil, dir
+	c.LoadEntry = func() ([]byte, error) {
+		raw, err := os.ReadFile(settings)
+		if err != nil {
+			return nil, err
+		}
+		return config.Load(raw, config.HostPaths{Kubeconfig: "/var/lib/mesh-cni/kubeconfig"})
+	}
+}

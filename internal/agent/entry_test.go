@@ -19,14 +19,7 @@ func TestPublishesEntryInForce(t *testing.T) {
 	settings := root + "/plugin.json"
 	os.WriteFile(settings, []byte(`{"type":"mesh-cni","backend":"nftables"}`), 0o644)
 	f := newFixtureMod(t, root, true, nil, func(c *install.Config, o *Options) {
-		c.Entry, c.EntryDir = nil, root
-		c.LoadEntry = func() ([]byte, error) {
-			raw, err := os.ReadFile(settings)
-			if err != nil {
-				return nil, err
-			}
-			return config.Load(raw, config.HostPaths{Kubeconfig: "/var/lib/mesh-cni/kubeconfig"})
-		}
+		readEntryFrom(c, root, settings)
 	})
 	os.WriteFile(f.conf+"/10-kindnet.conflist", fixtureBytes(t, "kindnet-ipv4.conflist"), 0o644)
 	f.start(t)

@@ -92,11 +92,7 @@ func TestPublishRetryCancel(t *testing.T) {
 	a.publishCh <- Status{Reason: "x"}
 	done := make(chan struct{})
 	go func() { defer close(done); a.publishLoop(ctx) }()
-	select {
-	case <-done:
-	case <-time.After(testenv.Timeout()):
-		t.Fatal("publishLoop still running after cancel")
-	}
+	testenv.Receive(t, done, "publishLoop still running after cancel")
 	if calls != 1 {
 		t.Fatalf("Publish called %d times, want 1", calls)
 	}

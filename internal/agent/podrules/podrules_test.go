@@ -13,9 +13,6 @@ import (
 	"testing"
 
 	"github.com/containernetworking/plugins/pkg/ns"
-	gnft "github.com/google/nftables"
-	"github.com/vishvananda/netlink"
-	"golang.org/x/sys/unix"
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/yaml"
 
@@ -28,40 +25,6 @@ import (
 )
 
 const podUID = "0a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d"
-
-// podNetns is a netns whose eth0 (one end of a veth pair) holds addr, bind-mounted
-// into dir as a runtime's netns dir has it.
-func podNetns(t *testing.T, dir, file, addr string) ns.NetNS {
-	t.Helper()
-	n := testenv.NewNS(t)
-	err := n.Do(func(ns.NetNS) error {
-		if err := netlink.LinkAdd(&netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: "eth0"}, PeerName: "peer0"}); err != nil {
-			return err
-		}
-		l, err := netlink.LinkByName("eth0")
-		if err != nil {
-			return err
-		}
-		a, err := netlink.ParseAddr(addr)
-		if err != nil {
-			return err
-		}
-		a.Flags = unix.IFA_F_NODAD
-		return netlink.AddrAdd(l, a)
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	target := filepath.Join(dir, file)
-	if err := os.WriteFile(target, nil, 0o444); err != nil {
-		t.Fatal(err)
-	}
-	if err := unix.Mount(n.Path(), target, "", unix.MS_BIND, ""); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = unix.Unmount(target, unix.MNT_DETACH) })
-	return n
-}
 
 // linkerdPod is the explain testdata's Linkerd pod on node with ip.
 func linkerdPod(t *testing.T, node, ip string) *corev1.Pod {
@@ -121,8 +84,8 @@ func report(t *testing.T, get func(url.Values) (int, string), q url.Values) find
 // ours that is not expected, extra.
 func TestReportNftables(t *testing.T) {
 	dir := t.TempDir()
-	podNetns(t, dir, "cni-decoy", "10.244.1.9/24")
-	n := podNetns(t, dir, "cni-pod", "10.244.1.7/24")
+	testenv.RuntimeNS(t, dir, "cni-decoy", "10.244.1.9/24")
+	n := testenv.RuntimeNS(t, dir, "cni-pod", "10.244.1.7/24")
 	if err := os.WriteFile(filepath.Join(dir, "not-a-netns"), nil, 0o444); err != nil {
 		t.Fatal(err)
 	}
@@ -220,26 +183,7 @@ func deleteRule(t *testing.T, n ns.NetNS, what string, rs rules.RuleSet) {
 	if index < 0 {
 		t.Fatalf("no rule renders %q", what)
 	}
-	f, err := os.Open(n.Path())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	c, err := gnft.New(gnft.WithNetNSFd(int(f.Fd())))
-	if err != nil {
-		t.Fatal(err)
-	}
-	tb := &gnft.Table{Name: rules.NftTable, Family: gnft.TableFamilyINet}
-	krs, err := c.GetRules(tb, &gnft.Chain{Name: chain, Table: tb})
-	if err != nil || len(krs) <= index {
-		t.Fatalf("rules of %s: %v (%d)", chain, err, len(krs))
-	}
-	if err := c.DelRule(krs[index]); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Flush(); err != nil {
-		t.Fatal(err)
-	}
+	testenv.DeleteNftRule(t, n, rules.NftTable, chain, index)
 }
 
 // Bad input is refused before anything is read; a wrong UID is answered

@@ -189,25 +189,9 @@ var extraPodPorts = []int{15008, 15020, 15021, 15090, 5432, 9090}
 func landings(t *testing.T, w *promise, dual bool, add func(*testenv.Topo) error) (map[string]string, error) {
 	t.Helper()
 	tp := testenv.NewTopo(t)
-	podPorts := slices.Concat([]int{appPort, 53}, extraPodPorts, w.inExclude, w.inPorts, w.excludePorts)
-	podPorts = slices.DeleteFunc(uniq(podPorts), func(p int) bool {
-		return p == w.outboundPort || p == w.inboundPort || p == w.dnsPort
-	})
-	peerPorts := uniq(slices.Concat([]int{appPort, 5432}, w.excludePorts, w.includePorts))
-	// The peer's DNS server answers TCP and UDP on 53; UDP to another
-	// excluded port finds no listener there ("no answer"), and the
-	// proxy's DNS port when something redirects it.
-	udpPorts := uniq(slices.Concat([]int{53}, w.excludePorts))
-	tcpPeer := slices.DeleteFunc(slices.Clone(peerPorts), func(p int) bool { return p == 53 })
-	var remote []netip.Addr
-	for _, r := range slices.Concat(w.excludeRanges, w.includeIn, w.alsoProbe) {
-		if a := host(r); a.Is4() || dual {
-			tp.PeerAddress(t, a)
-			remote = append(remote, a)
-		}
-	}
-	tp.Serve(t, tp.Peer, nil, "-name", "peer", "-ports", join(tcpPeer), "-dns", "53")
-	tp.Serve(t, tp.Pod, nil, "-name", "app", "-ports", join(podPorts))
+	ps := newDiffProbes(t, tp, w, dual)
+	tp.Serve(t, tp.Peer, nil, "-name", "peer", "-ports", join(ps.tcpPeer), "-dns", "53")
+	tp.Serve(t, tp.Pod, nil, "-name", "app", "-ports", join(ps.pod))
 	args := []string{"-name", "proxy", "-outbound", fmt.Sprint(w.outboundPort), "-inbound", fmt.Sprint(w.inboundPort), "-dns", fmt.Sprint(w.dnsPort)}
 	if w.tproxy {
 		args = append(args, "-tproxy")
@@ -216,20 +200,64 @@ func landings(t *testing.T, w *promise, dual bool, add func(*testenv.Topo) error
 	if err := add(tp); err != nil {
 		return nil, err
 	}
-
-	type fam struct{ pod, peer, lo string }
-	fams := []fam{{testenv.PodV4, testenv.PeerV4, "127.0.0.1"}}
-	if dual {
-		fams = append(fams, fam{testenv.PodV6, testenv.PeerV6, "::1"})
-	}
 	out := map[string]string{}
-	land := func(key string, r testenv.Record, err error) {
-		if err != nil {
-			out[key] = "no answer"
-			return
+	ps.outbound(tp, w, out)
+	ps.inbound(tp, w, dual, out)
+	return out, nil
+}
+
+// diffProbes are the ports and addresses one run of landings connects to.
+type diffProbes struct {
+	pod, peer, udp, tcpPeer []int
+	// remote are the peer's addresses inside the pod's excluded and
+	// included ranges.
+	remote []netip.Addr
+	fams   []probeFamily
+}
+
+// probeFamily is the pod's, the peer's and the loopback address of one IP
+// family.
+type probeFamily struct{ pod, peer, lo string }
+
+// newDiffProbes says what to probe for w, and puts the remote addresses on
+// the peer.
+func newDiffProbes(t *testing.T, tp *testenv.Topo, w *promise, dual bool) *diffProbes {
+	t.Helper()
+	ps := &diffProbes{}
+	ps.pod = slices.Concat([]int{appPort, 53}, extraPodPorts, w.inExclude, w.inPorts, w.excludePorts)
+	ps.pod = slices.DeleteFunc(uniq(ps.pod), func(p int) bool {
+		return p == w.outboundPort || p == w.inboundPort || p == w.dnsPort
+	})
+	ps.peer = uniq(slices.Concat([]int{appPort, 5432}, w.excludePorts, w.includePorts))
+	// The peer's DNS server answers TCP and UDP on 53; UDP to another
+	// excluded port finds no listener there ("no answer"), and the
+	// proxy's DNS port when something redirects it.
+	ps.udp = uniq(slices.Concat([]int{53}, w.excludePorts))
+	ps.tcpPeer = slices.DeleteFunc(slices.Clone(ps.peer), func(p int) bool { return p == 53 })
+	for _, r := range slices.Concat(w.excludeRanges, w.includeIn, w.alsoProbe) {
+		if a := host(r); a.Is4() || dual {
+			tp.PeerAddress(t, a)
+			ps.remote = append(ps.remote, a)
 		}
-		out[key] = fmt.Sprintf("%s:%d", r.Name, r.Port)
 	}
+	ps.fams = []probeFamily{{testenv.PodV4, testenv.PeerV4, "127.0.0.1"}}
+	if dual {
+		ps.fams = append(ps.fams, probeFamily{testenv.PodV6, testenv.PeerV6, "::1"})
+	}
+	return ps
+}
+
+// land records where a probe landed.
+func land(out map[string]string, key string, r testenv.Record, err error) {
+	if err != nil {
+		out[key] = "no answer"
+		return
+	}
+	out[key] = fmt.Sprintf("%s:%d", r.Name, r.Port)
+}
+
+// outbound probes from the pod as the proxy, as root and as each app.
+func (ps *diffProbes) outbound(tp *testenv.Topo, w *promise, out map[string]string) {
 	ids := []member{w.proxy, {name: "root", id: Process{}}}
 	ids = append(ids, w.apps...)
 	for _, m := range ids {
@@ -240,30 +268,33 @@ func landings(t *testing.T, w *promise, dual bool, add func(*testenv.Topo) error
 		dst := func(host string, ports []int) {
 			for _, p := range ports {
 				r, err := tp.Connect(tp.Pod, c, false, host, p)
-				land(fmt.Sprintf("%s tcp %s", m.name, net.JoinHostPort(host, fmt.Sprint(p))), r, err)
+				land(out, fmt.Sprintf("%s tcp %s", m.name, net.JoinHostPort(host, fmt.Sprint(p))), r, err)
 			}
 		}
-		for _, f := range fams {
-			dst(f.peer, uniq(append(slices.Clone(peerPorts), 53)))
-			dst(f.pod, podPorts)
-			dst(f.lo, podPorts)
-			for _, p := range udpPorts {
+		for _, f := range ps.fams {
+			dst(f.peer, uniq(append(slices.Clone(ps.peer), 53)))
+			dst(f.pod, ps.pod)
+			dst(f.lo, ps.pod)
+			for _, p := range ps.udp {
 				r, err := tp.Connect(tp.Pod, c, true, f.peer, p)
-				land(fmt.Sprintf("%s udp %s", m.name, net.JoinHostPort(f.peer, fmt.Sprint(p))), r, err)
+				land(out, fmt.Sprintf("%s udp %s", m.name, net.JoinHostPort(f.peer, fmt.Sprint(p))), r, err)
 			}
 		}
-		for _, a := range remote {
+		for _, a := range ps.remote {
 			dst(a.String(), []int{appPort})
 		}
 	}
-	for _, f := range fams {
-		for _, p := range podPorts {
+}
+
+// inbound probes the pod's ports from the peer, and from the peer's
+// addresses inside the sources Linkerd's skip-subnets names.
+func (ps *diffProbes) inbound(tp *testenv.Topo, w *promise, dual bool, out map[string]string) {
+	for _, f := range ps.fams {
+		for _, p := range ps.pod {
 			r, err := tp.Connect(tp.Peer, nil, false, f.pod, p)
-			land(fmt.Sprintf("peer tcp %s", net.JoinHostPort(f.pod, fmt.Sprint(p))), r, err)
+			land(out, fmt.Sprintf("peer tcp %s", net.JoinHostPort(f.pod, fmt.Sprint(p))), r, err)
 		}
 	}
-	// Inbound from the sources Linkerd's skip-subnets names: the peer's
-	// addresses inside them.
 	for _, pr := range w.alsoProbe {
 		a := host(pr)
 		if !a.Is4() && !dual {
@@ -273,12 +304,11 @@ func landings(t *testing.T, w *promise, dual bool, add func(*testenv.Topo) error
 		if a.Is6() {
 			pod = testenv.PodV6
 		}
-		for _, p := range podPorts {
+		for _, p := range ps.pod {
 			r, err := tp.ConnectFrom(tp.Peer, a.String(), pod, p)
-			land(fmt.Sprintf("peer from %s tcp %s", a, net.JoinHostPort(pod, fmt.Sprint(p))), r, err)
+			land(out, fmt.Sprintf("peer from %s tcp %s", a, net.JoinHostPort(pod, fmt.Sprint(p))), r, err)
 		}
 	}
-	return out, nil
 }
 
 func uniq(in []int) []int {

@@ -34,21 +34,27 @@ type diffPod struct {
 	img  map[string]Image
 }
 
-// diffPods are the injector's goldens and hand-made edge cases derived
-// from them: what the goldens do not cover.
-func diffPods(t *testing.T, files []string) []diffPod {
+// loadDiffPods loads fixture files as pods of the comparison, each named
+// after its file.
+func loadDiffPods(t *testing.T, files ...string) []diffPod {
 	t.Helper()
 	var out []diffPod
-	load := func(f string) diffPod {
+	for _, f := range files {
 		kp, img, err := loadFixture(f)
 		if err != nil {
 			t.Fatal(err)
 		}
-		return diffPod{strings.TrimSuffix(filepath.Base(f), ".yaml"), kp, img}
+		out = append(out, diffPod{strings.TrimSuffix(filepath.Base(f), ".yaml"), kp, img})
 	}
-	for _, f := range files {
-		out = append(out, load(f))
-	}
+	return out
+}
+
+// diffPods are the injector's goldens and hand-made edge cases derived
+// from them: what the goldens do not cover.
+func diffPods(t *testing.T, files []string) []diffPod {
+	t.Helper()
+	out := loadDiffPods(t, files...)
+	load := func(f string) diffPod { return loadDiffPods(t, f)[0] }
 	edge := func(base, name string, ann map[string]string, env map[string]string) {
 		d := load("testdata/istio/" + base + ".yaml")
 		d.name, d.pod.Name = name, name
@@ -94,13 +100,8 @@ func diffPods(t *testing.T, files []string) []diffPod {
 // and the proxy's ports. IPv4 only: istio-cni programs IPv6 only with
 // ISTIO_DUAL_STACK, which mesh-cni does not need (docs/istio.md).
 func TestIstioDifferential(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root for network namespaces")
-	}
-	files, err := filepath.Glob("testdata/istio/*.yaml")
-	if err != nil || len(files) == 0 {
-		t.Fatalf("no fixtures: %v", err)
-	}
+	testenv.NeedRoot(t)
+	files := fixtures(t, "testdata/istio/*.yaml")
 	istioDir := istioCNIDir(t)
 	env := testenv.Start(t)
 	plugins := testenv.PluginDir(t)

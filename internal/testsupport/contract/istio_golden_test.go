@@ -2,9 +2,10 @@ package contract
 
 import (
 	"bytes"
-	"fmt"
 	"os/exec"
 	"testing"
+
+	"github.com/mesh-cni/mesh-cni/internal/testsupport/testenv"
 )
 
 // TestIstioGoldens regenerates the injected pods with Istio's own injector
@@ -28,7 +29,7 @@ func TestIstioGoldens(t *testing.T) {
 		case !ok:
 			t.Errorf("%s: golden without an input in testdata/istio/in", name)
 		case !bytes.Equal(g, w):
-			t.Errorf("%s: Istio's injector output changed (make istio-goldens to accept): %s", name, firstDiff(w, g))
+			t.Errorf("%s: Istio's injector output changed (make istio-goldens to accept; golden -, now +): %s", name, testenv.FirstDiff(string(w), string(g)))
 		}
 	}
 	for name := range got {
@@ -36,22 +37,4 @@ func TestIstioGoldens(t *testing.T) {
 			t.Errorf("%s: no golden; run make istio-goldens", name)
 		}
 	}
-}
-
-// firstDiff names the first line where the golden and the new output differ.
-func firstDiff(want, got []byte) string {
-	w, g := bytes.Split(want, []byte("\n")), bytes.Split(got, []byte("\n"))
-	for i := 0; i < len(w) || i < len(g); i++ {
-		var wl, gl []byte
-		if i < len(w) {
-			wl = w[i]
-		}
-		if i < len(g) {
-			gl = g[i]
-		}
-		if !bytes.Equal(wl, gl) {
-			return fmt.Sprintf("line %d: golden %q, now %q", i+1, wl, gl)
-		}
-	}
-	return "same lines"
 }

@@ -45,21 +45,9 @@ var linkerdDeliberate = map[[2]string]string{
 // derived from the default one.
 func linkerdPods(t *testing.T) []diffPod {
 	t.Helper()
-	files, err := filepath.Glob("testdata/linkerd/*.yaml")
-	if err != nil || len(files) == 0 {
-		t.Fatalf("no fixtures: %v", err)
-	}
-	var out []diffPod
-	load := func(f string) diffPod {
-		kp, img, err := loadFixture(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return diffPod{strings.TrimSuffix(filepath.Base(f), ".yaml"), kp, img}
-	}
-	for _, f := range files {
-		out = append(out, load(f))
-	}
+	files := fixtures(t, "testdata/linkerd/*.yaml")
+	out := loadDiffPods(t, files...)
+	load := func(f string) diffPod { return loadDiffPods(t, f)[0] }
 	edge := func(name string, ann map[string]string, proxyUID int64) {
 		d := load("testdata/linkerd/default.yaml")
 		d.name, d.pod.Name = name, name
@@ -100,9 +88,7 @@ func linkerdPods(t *testing.T) []diffPod {
 // the skipped subnets, to the app's, skipped and proxy ports. IPv4 only:
 // linkerd-cni programs IPv6 only with "ipv6": true, off in its chart.
 func TestLinkerdDifferential(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root for network namespaces")
-	}
+	testenv.NeedRoot(t)
 	if _, err := exec.LookPath("iptables-nft-restore"); err != nil {
 		t.Fatal("iptables-nft-restore (the iptables-nft backend needs it too): not found")
 	}

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -53,13 +52,8 @@ func TestMain(m *testing.M) { testenv.Main(m) }
 // the pod. One pod netns per fixture serves every backend and both
 // families; DEL between runs must leave none of our rules.
 func TestFixturesInNetns(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root for network namespaces")
-	}
-	files, err := filepath.Glob("testdata/*/*.yaml")
-	if err != nil || len(files) == 0 {
-		t.Fatalf("no fixtures: %v", err)
-	}
+	testenv.NeedRoot(t)
+	files := fixtures(t, "testdata/*/*.yaml")
 	plugins := testenv.PluginDir(t)
 	testenv.TestProxy(t)
 	for _, f := range files {

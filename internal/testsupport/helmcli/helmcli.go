@@ -156,6 +156,41 @@ func Objects(manifest string) ([]Object, error) {
 	return out, nil
 }
 
+// ContainerArgs renders the chart in dir with o and returns the args of the
+// DaemonSet container named container, as the chart writes them: the tests
+// that hold a binary's flag defaults to what the chart passes start here.
+func ContainerArgs(dir string, o Options, container string) ([]string, error) {
+	r, err := Render(dir, o)
+	if err != nil {
+		return nil, err
+	}
+	objs, err := Objects(r.Manifest)
+	if err != nil {
+		return nil, err
+	}
+	for _, obj := range objs {
+		if obj.Kind != "DaemonSet" {
+			continue
+		}
+		spec, _ := obj.Raw["spec"].(map[string]any)
+		tmpl, _ := spec["template"].(map[string]any)
+		pod, _ := tmpl["spec"].(map[string]any)
+		cs, _ := pod["containers"].([]any)
+		for _, c := range cs {
+			if c, _ := c.(map[string]any); c["name"] == container {
+				list, _ := c["args"].([]any)
+				args := make([]string, 0, len(list))
+				for _, a := range list {
+					s, _ := a.(string)
+					args = append(args, s)
+				}
+				return args, nil
+			}
+		}
+	}
+	return nil, fmt.Errorf("no DaemonSet container %q in the chart rendered with %v", container, o.Values)
+}
+
 var docSep = regexp.MustCompile(`(?m)^---[ \t]*$`)
 
 func or(s, def string) string {

@@ -64,11 +64,7 @@ func TestThawUnderLetsAKillLand(t *testing.T) {
 	if n != 1 {
 		t.Errorf("thawed %d cgroups, want 1", n)
 	}
-	select {
-	case <-done:
-	case <-time.After(testenv.Timeout()):
-		t.Fatal("the killed process still runs after the thaw")
-	}
+	testenv.Receive(t, done, "the killed process still runs after the thaw")
 	if n, err := ThawUnder(nodeInit.Process.Pid); err != nil || n != 0 {
 		t.Errorf("second ThawUnder = %d, %v; want 0, nil", n, err)
 	}

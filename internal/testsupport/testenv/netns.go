@@ -4,10 +4,12 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/containernetworking/plugins/pkg/ns"
 	"github.com/containernetworking/plugins/pkg/testutils"
+	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 )
 
@@ -15,9 +17,7 @@ import (
 // or skips t when not root.
 func NewNS(t testing.TB) ns.NetNS {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root for network namespaces")
-	}
+	NeedRoot(t)
 	n, err := testutils.NewNS()
 	if err != nil {
 		t.Fatalf("new netns: %v", err)
@@ -28,6 +28,44 @@ func NewNS(t testing.TB) ns.NetNS {
 		}
 	})
 	return n
+}
+
+// RuntimeNS is a netns (NewNS) whose eth0, one end of a veth pair, holds
+// addr (a prefix, "10.244.1.7/24"; no duplicate address detection), bind
+// mounted at dir/file as a container runtime keeps a pod's netns: the
+// tests of code that finds a pod's netns by its address start here.
+func RuntimeNS(t testing.TB, dir, file, addr string) ns.NetNS {
+	t.Helper()
+	n := NewNS(t)
+	if err := n.Do(func(ns.NetNS) error {
+		if err := netlink.LinkAdd(&netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: "eth0"}, PeerName: "peer0"}); err != nil {
+			return fmt.Errorf("add veth eth0: %w", err)
+		}
+		l, err := netlink.LinkByName("eth0")
+		if err != nil {
+			return err
+		}
+		return addrNoDAD(l, addr)
+	}); err != nil {
+		t.Fatalf("netns eth0 %s: %v", addr, err)
+	}
+	target := filepath.Join(dir, file)
+	if err := os.WriteFile(target, nil, 0o444); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Mount(n.Path(), target, "", unix.MS_BIND, ""); err != nil {
+		t.Fatalf("bind mount netns at %s: %v", target, err)
+	}
+	t.Cleanup(func() { _ = unix.Unmount(target, unix.MNT_DETACH) })
+	return n
+}
+
+// NeedRoot skips t when not root: network namespaces need it.
+func NeedRoot(t testing.TB) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root for network namespaces")
+	}
 }
 
 // RemoveNS closes n and removes its bind mount (testutils.NewNS's). A plain

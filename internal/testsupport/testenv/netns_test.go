@@ -10,9 +10,7 @@ import (
 // A netns file held open elsewhere (as a forking parallel test holds it
 // between fork and exec) is still unmounted and removed.
 func TestRemoveNSWhileHeldOpen(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root for network namespaces")
-	}
+	NeedRoot(t)
 	// The premise: testutils.UnmountNS is refused while the file is open.
 	probe, err := testutils.NewNS()
 	if err != nil {

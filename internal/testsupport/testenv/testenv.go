@@ -182,14 +182,34 @@ func start(ctx context.Context, bin string, o options) (_ *Env, err error) {
 	if err != nil {
 		return nil, err
 	}
-	etcdURL := "http://127.0.0.1:" + strconv.Itoa(ports[0])
-	peerURL := "http://127.0.0.1:" + strconv.Itoa(ports[1])
-	env.Host = "https://127.0.0.1:" + strconv.Itoa(ports[2])
-	env.CAData = p.caPEM
+	etcdURL, err := env.startEtcd(ctx, bin, ports[0], ports[1])
+	if err != nil {
+		return nil, err
+	}
+	if err := env.startAPIServer(ctx, bin, p, etcdURL, ports[2]); err != nil {
+		return nil, err
+	}
+	if env.Kubeconfig, err = writeKubeconfig(dir, env, p); err != nil {
+		return nil, err
+	}
+	if len(o.controllers) > 0 {
+		if err := env.startControllers(ctx, bin, o.controllers); err != nil {
+			return nil, err
+		}
+	}
+	return env, nil
+}
 
-	etcd, err := startProcess(dir, filepath.Join(bin, "etcd"),
+// startEtcd runs etcd on the two ports and returns its client URL once it
+// answers healthy.
+func (e *Env) startEtcd(ctx context.Context, bin string, clientPort, peerPort int) (string, error) {
+	etcdURL := "http://127.0.0.1:" + strconv.Itoa(clientPort)
+	peerURL := "http://127.0.0.1:" + strconv.Itoa(peerPort)
+	plain := &http.Client{Timeout: Scale(time.Second)}
+	healthy := func(ctx context.Context, _ *process) bool { return httpOK(ctx, plain, etcdURL+"/health") }
+	return etcdURL, e.run(ctx, bin, "etcd", "healthy", healthy,
 		"--name=testenv",
-		"--data-dir="+filepath.Join(dir, "etcd"),
+		"--data-dir="+filepath.Join(e.Dir, "etcd"),
 		"--listen-client-urls="+etcdURL,
 		"--advertise-client-urls="+etcdURL,
 		"--listen-peer-urls="+peerURL,
@@ -199,28 +219,41 @@ func start(ctx context.Context, bin string, o options) (_ *Env, err error) {
 		"--unsafe-no-fsync=true",
 		"--log-level=warn",
 	)
-	if err != nil {
-		return nil, err
-	}
-	env.procs = append(env.procs, etcd)
-	plain := &http.Client{Timeout: Scale(time.Second)}
-	if err := etcd.waitFor(ctx, "healthy", func(ctx context.Context) bool {
-		return httpOK(ctx, plain, etcdURL+"/health")
-	}); err != nil {
-		return nil, err
-	}
+}
 
-	api, err := startProcess(dir, filepath.Join(bin, "kube-apiserver"),
+// startAPIServer runs kube-apiserver on port against etcd, sets Host,
+// CAData, Config and Client, and returns once /readyz answers.
+func (e *Env) startAPIServer(ctx context.Context, bin string, p *pki, etcdURL string, port int) error {
+	e.Host = "https://127.0.0.1:" + strconv.Itoa(port)
+	e.CAData = p.caPEM
+	e.Config = &rest.Config{
+		Host:            e.Host,
+		TLSClientConfig: rest.TLSClientConfig{CAData: p.caPEM, CertData: p.adminCert, KeyData: p.adminKey},
+		QPS:             100,
+		Burst:           200,
+		Timeout:         Scale(30 * time.Second),
+	}
+	var err error
+	if e.Client, err = kubernetes.NewForConfig(e.Config); err != nil {
+		return err
+	}
+	readyClient, err := rest.HTTPClientFor(e.Config)
+	if err != nil {
+		return err
+	}
+	readyClient.Timeout = Scale(2 * time.Second)
+	ready := func(ctx context.Context, _ *process) bool { return httpOK(ctx, readyClient, e.Host+"/readyz") }
+	return e.run(ctx, bin, "kube-apiserver", "ready", ready,
 		"--etcd-servers="+etcdURL,
 		"--bind-address=127.0.0.1",
 		"--advertise-address=127.0.0.1",
-		"--secure-port="+strconv.Itoa(ports[2]),
-		"--cert-dir="+dir,
+		"--secure-port="+strconv.Itoa(port),
+		"--cert-dir="+e.Dir,
 		"--tls-cert-file="+p.certFile,
 		"--tls-private-key-file="+p.keyFile,
 		"--client-ca-file="+p.clientCA,
 		"--authorization-mode=RBAC",
-		"--service-account-issuer="+env.Issuer,
+		"--service-account-issuer="+e.Issuer,
 		"--service-account-key-file="+p.saPubFile,
 		"--service-account-signing-key-file="+p.saKeyFile,
 		"--service-cluster-ip-range=10.96.0.0/16",
@@ -228,55 +261,30 @@ func start(ctx context.Context, bin string, o options) (_ *Env, err error) {
 		"--endpoint-reconciler-type=none",
 		"--profiling=false",
 	)
-	if err != nil {
-		return nil, err
-	}
-	env.procs = append(env.procs, api)
+}
 
-	env.Config = &rest.Config{
-		Host:            env.Host,
-		TLSClientConfig: rest.TLSClientConfig{CAData: p.caPEM, CertData: p.adminCert, KeyData: p.adminKey},
-		QPS:             100,
-		Burst:           200,
-		Timeout:         Scale(30 * time.Second),
-	}
-	env.Client, err = kubernetes.NewForConfig(env.Config)
-	if err != nil {
-		return nil, err
-	}
-	readyClient, err := rest.HTTPClientFor(env.Config)
-	if err != nil {
-		return nil, err
-	}
-	readyClient.Timeout = Scale(2 * time.Second)
-	if err := api.waitFor(ctx, "ready", func(ctx context.Context) bool {
-		return httpOK(ctx, readyClient, env.Host+"/readyz")
-	}); err != nil {
-		return nil, err
-	}
-	if env.Kubeconfig, err = writeKubeconfig(dir, env, p); err != nil {
-		return nil, err
-	}
+// startControllers runs kube-controller-manager with only these
+// controllers, through the admin kubeconfig.
+func (e *Env) startControllers(ctx context.Context, bin string, controllers []string) error {
+	running := func(ctx context.Context, kcm *process) bool { return controllersReady(ctx, e, kcm, controllers) }
+	return e.run(ctx, bin, "kube-controller-manager", "running", running,
+		"--kubeconfig="+e.Kubeconfig,
+		"--controllers="+strings.Join(controllers, ","),
+		"--leader-elect=false",
+		"--secure-port=0",
+		"--use-service-account-credentials=false",
+	)
+}
 
-	if len(o.controllers) > 0 {
-		kcm, err := startProcess(dir, filepath.Join(bin, "kube-controller-manager"),
-			"--kubeconfig="+env.Kubeconfig,
-			"--controllers="+strings.Join(o.controllers, ","),
-			"--leader-elect=false",
-			"--secure-port=0",
-			"--use-service-account-credentials=false",
-		)
-		if err != nil {
-			return nil, err
-		}
-		env.procs = append(env.procs, kcm)
-		if err := kcm.waitFor(ctx, "running", func(ctx context.Context) bool {
-			return controllersReady(ctx, env, kcm, o.controllers)
-		}); err != nil {
-			return nil, err
-		}
+// run starts the server bin/name with args, keeps it for Stop, and waits
+// until ready (state names it in the error) says so.
+func (e *Env) run(ctx context.Context, bin, name, state string, ready func(context.Context, *process) bool, args ...string) error {
+	p, err := startProcess(e.Dir, filepath.Join(bin, name), args...)
+	if err != nil {
+		return err
 	}
-	return env, nil
+	e.procs = append(e.procs, p)
+	return p.waitFor(ctx, state, func(ctx context.Context) bool { return ready(ctx, p) })
 }
 
 // controllersReady: with the serviceaccount controller, the default service

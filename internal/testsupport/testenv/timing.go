@@ -50,6 +50,21 @@ func EventuallyTrue(t testing.TB, what string, ok func() bool) {
 	})
 }
 
+// Receive returns what ch delivers (the zero value once it is closed), and
+// fails t with msg when nothing comes within Timeout(): the wait for a
+// goroutine to return after its context is cancelled.
+func Receive[T any](t testing.TB, ch <-chan T, msg string) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(Timeout()):
+		t.Fatalf("%s (waited %v)", msg, Timeout())
+		var zero T
+		return zero
+	}
+}
+
 // WaitFor polls cond until it returns nil or timeout passes; it returns the
 // last error then.
 func WaitFor(timeout time.Duration, cond func() error) error {

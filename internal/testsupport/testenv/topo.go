@@ -132,6 +132,17 @@ func noICMPRateLimit() error {
 	return nil
 }
 
+// addrNoDAD puts a (a prefix) on l, usable at once: no duplicate address
+// detection.
+func addrNoDAD(l netlink.Link, a string) error {
+	addr, err := netlink.ParseAddr(a)
+	if err != nil {
+		return err
+	}
+	addr.Flags = unix.IFA_F_NODAD
+	return netlink.AddrAdd(l, addr)
+}
+
 // setupLinks brings lo and dev up with addrs (no DAD), loAddrs on lo, and
 // default routes via gws.
 func setupLinks(dev string, addrs, loAddrs, gws []string) error {
@@ -148,21 +159,13 @@ func setupLinks(dev string, addrs, loAddrs, gws []string) error {
 			return err
 		}
 	}
-	add := func(l netlink.Link, a string) error {
-		addr, err := netlink.ParseAddr(a)
-		if err != nil {
-			return err
-		}
-		addr.Flags = unix.IFA_F_NODAD
-		return netlink.AddrAdd(l, addr)
-	}
 	for _, a := range addrs {
-		if err := add(link, a); err != nil {
+		if err := addrNoDAD(link, a); err != nil {
 			return fmt.Errorf("addr %s: %w", a, err)
 		}
 	}
 	for _, a := range loAddrs {
-		if err := add(lo, a); err != nil {
+		if err := addrNoDAD(lo, a); err != nil {
 			return fmt.Errorf("addr %s: %w", a, err)
 		}
 	}

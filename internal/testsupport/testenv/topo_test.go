@@ -1,7 +1,6 @@
 package testenv_test
 
 import (
-	"os"
 	"strings"
 	"testing"
 
@@ -13,9 +12,7 @@ import (
 // by the kernel's ICMP rate limit (a burst of 6, then one a second) to wait
 // out its timeout. The differential tests probe many such ports.
 func TestTopoClosedUDPPortsRefused(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root for network namespaces")
-	}
+	testenv.NeedRoot(t)
 	tp := testenv.NewTopo(t)
 	for _, host := range []string{testenv.PeerV4, testenv.PeerV6} {
 		for port := 6000; port < 6020; port++ {

@@ -35,9 +35,7 @@ const (
 // no errors; a killed connection and a stalled peer are counted as errors
 // and the client connects again once the peer is back.
 func TestStreamThroughRedirect(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root for network namespaces")
-	}
+	testenv.NeedRoot(t)
 	tp := testenv.NewTopo(t)
 	peer := startPeer(t, tp)
 	tp.Serve(t, tp.Pod, testenv.Cred(proxyUID, proxyUID), "-name", "proxy", "-outbound", "15001", "-inbound", "15006", "-relay")
