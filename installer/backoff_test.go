@@ -25,6 +25,23 @@ func waitDelays(t *testing.T, log *retrytest.Log, n int) {
 	}
 }
 
+// cancelInWait runs run until it waits for its first retry, then cancels
+// its ctx and fails unless run returns.
+func cancelInWait(t *testing.T, log *retrytest.Log, run func(ctx context.Context)) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan struct{})
+	go func() { defer close(done); run(ctx) }()
+	waitDelays(t, log, 1)
+	cancel()
+	select {
+	case <-done:
+	case <-time.After(testenv.Timeout()):
+		t.Fatal("still retrying after cancel")
+	}
+}
+
 // The startup taint is retried on the jittered, capped backoff while the
 // Node cannot be read (it does not exist yet), and removed once it can.
 func TestFirstReadyRetry(t *testing.T) {
@@ -66,18 +83,10 @@ func TestFirstReadyCancel(t *testing.T) {
 	var log retrytest.Log
 	b := retrytest.Fast()
 	b.Duration, b.Cap = time.Hour, time.Hour
-	ctx, cancel := context.WithCancel(context.Background())
 	cfg := &config{nodeName: "backoff-taint-missing", startupTaint: "mesh-cni.io/not-ready"}
-	done := make(chan struct{})
-	fn := firstReady(ctx, &clients{core: env.Client.CoreV1()}, cfg, b, log.Logger())
-	go func() { defer close(done); fn() }()
-	waitDelays(t, &log, 1)
-	cancel()
-	select {
-	case <-done:
-	case <-time.After(testenv.Timeout()):
-		t.Fatal("still retrying after cancel")
-	}
+	cancelInWait(t, &log, func(ctx context.Context) {
+		firstReady(ctx, &clients{core: env.Client.CoreV1()}, cfg, b, log.Logger())()
+	})
 	if m := log.Messages(); len(m) != 1 {
 		t.Fatalf("logged %q, want the one failure", m)
 	}
@@ -126,16 +135,7 @@ func TestDSProbeCancel(t *testing.T) {
 	b := retrytest.Fast()
 	b.Duration, b.Cap = time.Hour, time.Hour
 	p := &dsProbe{daemonSets: client.AppsV1(), namespace: ns, name: "mesh-cni", log: log.Logger(), backoff: b}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); p.run(ctx) }()
-	waitDelays(t, &log, 1)
-	cancel()
-	select {
-	case <-done:
-	case <-time.After(testenv.Timeout()):
-		t.Fatal("probe still retrying after cancel")
-	}
+	cancelInWait(t, &log, p.run)
 	if p.allowed.Load() || len(log.Delays()) != 1 {
 		t.Fatalf("allowed=%v after %d retries, want false after 1", p.allowed.Load(), len(log.Delays()))
 	}

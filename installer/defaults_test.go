@@ -8,11 +8,11 @@ import (
 	"github.com/mesh-cni/mesh-cni/internal/testsupport/helmcli"
 )
 
-// renderedArgs renders the chart with its default values and returns the
-// args of the named container of the agent's DaemonSet, flag → value.
-func renderedArgs(t *testing.T, container string) map[string]string {
+// containerArgs renders the chart with values (nil: its defaults) and
+// returns the args of the named container of the agent's DaemonSet.
+func containerArgs(t *testing.T, values map[string]any, container string) []string {
 	t.Helper()
-	r, err := helmcli.Render("../charts/mesh-cni", helmcli.Options{})
+	r, err := helmcli.Render("../charts/mesh-cni", helmcli.Options{Values: values})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -33,21 +33,32 @@ func renderedArgs(t *testing.T, container string) map[string]string {
 			if c["name"] != container {
 				continue
 			}
-			args := map[string]string{}
+			var args []string
 			list, _ := c["args"].([]any)
 			for _, a := range list {
 				s, _ := a.(string)
-				name, val, ok := strings.Cut(strings.TrimPrefix(s, "--"), "=")
-				if !strings.HasPrefix(s, "--") || !ok {
-					t.Fatalf("container %s: arg %q is not --flag=value", container, s)
-				}
-				args[name] = val
+				args = append(args, s)
 			}
 			return args
 		}
 	}
 	t.Fatalf("no DaemonSet container %q in the rendered chart", container)
 	return nil
+}
+
+// renderedArgs renders the chart with its default values and returns the
+// args of the named container of the agent's DaemonSet, flag → value.
+func renderedArgs(t *testing.T, container string) map[string]string {
+	t.Helper()
+	args := map[string]string{}
+	for _, s := range containerArgs(t, nil, container) {
+		name, val, ok := strings.Cut(strings.TrimPrefix(s, "--"), "=")
+		if !strings.HasPrefix(s, "--") || !ok {
+			t.Fatalf("container %s: arg %q is not --flag=value", container, s)
+		}
+		args[name] = val
+	}
+	return args
 }
 
 // TestFlagDefaultsAreTheChart: the agent run without flags is as safe as

@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mesh-cni/mesh-cni/internal/testsupport/helmcli"
 	"github.com/mesh-cni/mesh-cni/internal/testsupport/testenv"
 )
 
@@ -19,33 +18,9 @@ import (
 // and its flags' defaults are what the chart passes.
 func TestPodRulesFlagsAreTheChart(t *testing.T) {
 	// podRules is off by default; its flags are what it renders when on.
-	r, err := helmcli.Render("../charts/mesh-cni", helmcli.Options{Values: map[string]any{"podRules": map[string]any{"enabled": true}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	objs, err := helmcli.Objects(r.Manifest)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var args []string
-	for _, o := range objs {
-		if o.Kind != "DaemonSet" {
-			continue
-		}
-		spec, _ := o.Raw["spec"].(map[string]any)
-		tmpl, _ := spec["template"].(map[string]any)
-		pod, _ := tmpl["spec"].(map[string]any)
-		cs, _ := pod["containers"].([]any)
-		for _, c := range cs {
-			c, _ := c.(map[string]any)
-			if c["name"] == "pod-rules" {
-				list, _ := c["args"].([]any)
-				for _, a := range list {
-					s, _ := a.(string)
-					args = append(args, strings.NewReplacer("$(NODE_NAME)", "node-a", "$(POD_IP)", "10.0.0.5").Replace(s))
-				}
-			}
-		}
+	for _, s := range containerArgs(t, map[string]any{"podRules": map[string]any{"enabled": true}}, "pod-rules") {
+		args = append(args, strings.NewReplacer("$(NODE_NAME)", "node-a", "$(POD_IP)", "10.0.0.5").Replace(s))
 	}
 	if len(args) == 0 || args[0] != podRulesCommand {
 		t.Fatalf("pod-rules container args %q: want %s first", args, podRulesCommand)

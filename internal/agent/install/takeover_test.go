@@ -216,30 +216,12 @@ func sampleFile(t testing.TB, path, theirs string, stop <-chan struct{}) *sample
 	}
 }
 
-// logBuffer collects the agent's log lines.
-type logBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // takeover runs the agent in migrate mode against a live installer of the
 // other mesh that keeps re-inserting its entry, until that installer has
 // re-inserted `rounds` times; then the installer stops (its DaemonSet is
 // deleted) and the agent must report the takeover done.
 func takeover(t *testing.T, from string, installer func(testing.TB, string, <-chan struct{}, *atomic.Int64), rounds int64, opts WatchOptions) (*sample, []State, string) {
-	logs := &logBuffer{}
+	logs := &testenv.Buffer{}
 	e := newEnv(t, func(c *Config) {
 		c.MigrateFrom = from
 		c.Log = slog.New(slog.NewTextHandler(logs, nil))
