@@ -11,6 +11,18 @@ import (
 	"github.com/mesh-cni/mesh-cni/internal/testsupport/testenv"
 )
 
+// loadSettings builds the entry from the plugin settings at path on every
+// pass, as the agent binary does.
+func loadSettings(path string) func() ([]byte, error) {
+	return func() ([]byte, error) {
+		raw, err := os.ReadFile(path)
+		if err != nil {
+			return nil, err
+		}
+		return config.Load(raw, config.HostPaths{Kubeconfig: "/var/lib/mesh-cni/kubeconfig"})
+	}
+}
+
 // The Node status carries the chain entry in force, compact, and a new
 // entry is published when the settings change even though readiness does
 // not: "kubectl mesh-cni explain" reads it from there.
@@ -20,13 +32,7 @@ func TestPublishesEntryInForce(t *testing.T) {
 	os.WriteFile(settings, []byte(`{"type":"mesh-cni","backend":"nftables"}`), 0o644)
 	f := newFixtureMod(t, root, true, nil, func(c *install.Config, o *Options) {
 		c.Entry, c.EntryDir = nil, root
-		c.LoadEntry = func() ([]byte, error) {
-			raw, err := os.ReadFile(settings)
-			if err != nil {
-				return nil, err
-			}
-			return config.Load(raw, config.HostPaths{Kubeconfig: "/var/lib/mesh-cni/kubeconfig"})
-		}
+		c.LoadEntry = loadSettings(settings)
 	})
 	os.WriteFile(f.conf+"/10-kindnet.conflist", fixtureBytes(t, "kindnet-ipv4.conflist"), 0o644)
 	f.start(t)

@@ -11,7 +11,6 @@ import (
 	"testing"
 
 	"github.com/mesh-cni/mesh-cni/internal/agent/install"
-	"github.com/mesh-cni/mesh-cni/internal/config"
 	"github.com/mesh-cni/mesh-cni/internal/node"
 	"github.com/mesh-cni/mesh-cni/internal/testsupport/testenv"
 )
@@ -28,13 +27,7 @@ func TestBadEntryKeepsLastGoodAndReports(t *testing.T) {
 	f := newFixtureMod(t, root, true, nil, func(c *install.Config, o *Options) {
 		c.Entry = nil
 		c.EntryDir = root
-		c.LoadEntry = func() ([]byte, error) {
-			raw, err := os.ReadFile(settings)
-			if err != nil {
-				return nil, err
-			}
-			return config.Load(raw, config.HostPaths{Kubeconfig: "/var/lib/mesh-cni/kubeconfig"})
-		}
+		c.LoadEntry = loadSettings(settings)
 		o.Event = func(typ, reason, msg string) {
 			if typ != EventWarning {
 				return

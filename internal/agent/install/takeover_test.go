@@ -398,18 +398,9 @@ func TestOtherMeshKeptWithoutMigrateFrom(t *testing.T) {
 }
 
 func TestMigrateFromChecked(t *testing.T) {
-	for _, c := range []struct {
-		mod  func(*Config)
-		want string
-	}{
+	checkRefused(t, []refusal{
 		{func(c *Config) { c.MigrateFrom = "cilium" }, "must be one of"},
 		{func(c *Config) { c.MigrateFrom = "istio-cni"; c.Subdir = true }, "inline chaining"},
 		{func(c *Config) { c.MigrateFrom = "linkerd-cni"; c.Chained = false }, "inline chaining"},
-	} {
-		cfg := Config{BinDir: "/b", ConfDir: "/c", StateDir: "/s", Entry: []byte("{}"), Chained: true}
-		c.mod(&cfg)
-		if _, err := New(cfg); err == nil || !strings.Contains(err.Error(), c.want) {
-			t.Errorf("%+v: err %v, want %q", cfg, err, c.want)
-		}
-	}
+	})
 }
