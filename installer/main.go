@@ -168,23 +168,24 @@ func connect(cfg *config, log *slog.Logger) (*apiAccess, error) {
 	}
 	api := &apiAccess{}
 	api.kopts, api.kerr = kubeconfig.FromEnv(cfg.tokenPath, caPath)
-	if api.kerr != nil {
+	if api.kerr == nil {
+		var err error
+		if api.client, err = newClients(api.kopts); err != nil {
+			log.Warn("no Kubernetes client; Node status, repair and taint removal are off", "err", err)
+		}
+	} else {
 		log.Warn("not running in a pod; Node status, repair and taint removal are off", "err", api.kerr)
-		return api, nil
 	}
-	var err error
-	if api.client, err = newClients(api.kopts); err != nil {
-		log.Warn("no Kubernetes client; Node status, repair and taint removal are off", "err", err)
-		return api, nil
-	}
+	client := api.client
 	switch {
+	case client == nil:
 	case cfg.pluginServiceAccount != "" && cfg.namespace == "":
 		return nil, fmt.Errorf("--plugin-service-account=%s needs --namespace (or POD_NAMESPACE)", cfg.pluginServiceAccount)
 	case cfg.pluginServiceAccount != "":
 		// The plugin gets its own short-lived tokens; ours stays here.
 		// Bound to this node: the tokens carry its name (the chart's
 		// admission policy refuses others) and die with the Node.
-		api.kopts.Tokens = &kubeconfig.TokenRequester{Client: api.client.core, Namespace: cfg.namespace, Name: cfg.pluginServiceAccount, Node: cfg.nodeName}
+		api.kopts.Tokens = &kubeconfig.TokenRequester{Client: client.core, Namespace: cfg.namespace, Name: cfg.pluginServiceAccount, Node: cfg.nodeName}
 	default:
 		log.Warn("--allow-agent-token-for-plugin: the host kubeconfig carries the agent's own token")
 	}
