@@ -372,7 +372,10 @@ func TestAgentAgainstAPIServer(t *testing.T) {
 	if m, err := node.ReadMarker(d("host/var/run/mesh-cni/ready")); err != nil || !m.Time.Equal(readySince) {
 		t.Errorf("marker after a restart: %+v %v; ready since %v", m, err, readySince)
 	}
-	if st := status(); st == nil || !st.Time.Equal(readySince) {
+	// The Node status follows readyz: the restart publishes "install not
+	// checked yet" first, then ready with the carried-over time.
+	waitFor(t, func() bool { st = status(); return st != nil && st.Ready })
+	if !st.Time.Equal(readySince) {
 		t.Errorf("Node status after a restart: %+v; ready since %v", st, readySince)
 	}
 	if err := env.Client.AppsV1().DaemonSets(ns).Delete(ctx, "mesh-cni", metav1.DeleteOptions{}); err != nil {
