@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/mesh-cni/mesh-cni/internal/testsupport/retrytest"
 	"github.com/mesh-cni/mesh-cni/internal/testsupport/testenv"
@@ -92,16 +93,24 @@ func TestFirstReadyCancel(t *testing.T) {
 	}
 }
 
+// refusedProbe is a DaemonSet probe in a namespace of its own, as an
+// account no role grants anything yet (every GET is a 403), retrying on b
+// and logging to log.
+func refusedProbe(t *testing.T, env *testenv.Env, b wait.Backoff, log *retrytest.Log) *dsProbe {
+	t.Helper()
+	ns := env.Namespace(t, "probe")
+	_, client := env.ServiceAccountClient(t, ns, "agent")
+	return &dsProbe{daemonSets: client.AppsV1(), namespace: ns, name: "mesh-cni", log: log.Logger(), backoff: b}
+}
+
 // The DaemonSet probe retries a refused GET (403: no RBAC yet) on the
 // jittered, capped backoff and counts the lookup allowed once a GET is
 // answered (here NotFound, once the role is bound).
 func TestDSProbeRetry(t *testing.T) {
 	env := testenv.Start(t)
-	ns := env.Namespace(t, "probe")
-	_, client := env.ServiceAccountClient(t, ns, "agent")
 	var log retrytest.Log
 	b := retrytest.Fast()
-	p := &dsProbe{daemonSets: client.AppsV1(), namespace: ns, name: "mesh-cni", log: log.Logger(), backoff: b}
+	p := refusedProbe(t, env, b, &log)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := make(chan struct{})
@@ -111,7 +120,7 @@ func TestDSProbeRetry(t *testing.T) {
 	if p.allowed.Load() {
 		t.Fatal("allowed while every GET is refused")
 	}
-	env.BindClusterRole(t, ns, "agent", []rbacv1.PolicyRule{{APIGroups: []string{"apps"}, Resources: []string{"daemonsets"}, Verbs: []string{"get", "list", "watch"}}})
+	env.BindClusterRole(t, p.namespace, "agent", []rbacv1.PolicyRule{{APIGroups: []string{"apps"}, Resources: []string{"daemonsets"}, Verbs: []string{"get", "list", "watch"}}})
 	testenv.EventuallyTrue(t, "a NotFound answer counts as allowed", p.allowed.Load)
 	// Allowed, the probe watches: no more failed lookups to wait after.
 	retries := len(log.Delays())
@@ -128,13 +137,10 @@ func TestDSProbeRetry(t *testing.T) {
 
 // Cancelling ends the probe during a wait, not allowed.
 func TestDSProbeCancel(t *testing.T) {
-	env := testenv.Start(t)
-	ns := env.Namespace(t, "probe")
-	_, client := env.ServiceAccountClient(t, ns, "agent")
 	var log retrytest.Log
 	b := retrytest.Fast()
 	b.Duration, b.Cap = time.Hour, time.Hour
-	p := &dsProbe{daemonSets: client.AppsV1(), namespace: ns, name: "mesh-cni", log: log.Logger(), backoff: b}
+	p := refusedProbe(t, testenv.Start(t), b, &log)
 	cancelInWait(t, &log, p.run)
 	if p.allowed.Load() || len(log.Delays()) != 1 {
 		t.Fatalf("allowed=%v after %d retries, want false after 1", p.allowed.Load(), len(log.Delays()))
