@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/mesh-cni/mesh-cni/internal/agent/kubeconfig"
-	"github.com/mesh-cni/mesh-cni/internal/agent/rollout"
 )
 
 // agentsReadyCommand is the subcommand the chart's `helm test` runs:
@@ -54,7 +53,7 @@ func agentsReady(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return fail(err)
 	}
-	sum, err := rollout.Wait(context.Background(), c.apps, *ns, *name, *timeout, *wait, func(sum string) {
+	sum, err := waitRollout(context.Background(), c.apps, *ns, *name, *timeout, *wait, func(sum string) {
 		fmt.Fprintf(stdout, "waiting: %s\n", sum)
 	})
 	if err != nil {

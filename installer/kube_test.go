@@ -12,7 +12,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -158,35 +157,32 @@ func TestShouldUninstall(t *testing.T) {
 		t.Error("auto without API access uninstalled")
 	}
 
+	// refused waits until the lookup is answered with the error is
+	// matches: that alone never uninstalls; a deletion seen before does.
+	refused := func(code string, is func(error) bool) {
+		t.Helper()
+		waitFor(t, func() bool {
+			_, err := ds.DaemonSets(ns).Get(ctx, "mesh-cni", metav1.GetOptions{})
+			return is(err)
+		})
+		if u, why := shouldUninstall(ds, cfg, false); u || !strings.Contains(why, "cannot look up") {
+			t.Errorf("%s uninstalled: %v %s", code, u, why)
+		}
+		if u, why := shouldUninstall(ds, cfg, true); !u || !strings.Contains(why, "was deleted") {
+			t.Errorf("%s after a deletion seen: got %v %s", code, u, why)
+		}
+	}
 	// The binding goes: a 403 is never an uninstall by itself (an RBAC
 	// change during a rollout); only a deletion the watch saw before is.
 	if err := env.Client.RbacV1().RoleBindings(ns).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, func() bool {
-		_, err := ds.DaemonSets(ns).Get(ctx, "mesh-cni", metav1.GetOptions{})
-		return apierrors.IsForbidden(err)
-	})
-	if u, why := shouldUninstall(ds, cfg, false); u || !strings.Contains(why, "cannot look up") {
-		t.Errorf("403 uninstalled: %v %s", u, why)
-	}
-	if u, why := shouldUninstall(ds, cfg, true); !u || !strings.Contains(why, "was deleted") {
-		t.Errorf("403 after a deletion seen: got %v %s", u, why)
-	}
+	refused("403", apierrors.IsForbidden)
 	// The ServiceAccount goes: its tokens stop working (401).
 	if err := env.Client.CoreV1().ServiceAccounts(ns).Delete(ctx, "mesh-cni", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, func() bool {
-		_, err := ds.DaemonSets(ns).Get(ctx, "mesh-cni", metav1.GetOptions{})
-		return apierrors.IsUnauthorized(err)
-	})
-	if u, why := shouldUninstall(ds, cfg, false); u || !strings.Contains(why, "cannot look up") {
-		t.Errorf("401 uninstalled: %v %s", u, why)
-	}
-	if u, why := shouldUninstall(ds, cfg, true); !u || !strings.Contains(why, "was deleted") {
-		t.Errorf("401 after a deletion seen: got %v %s", u, why)
-	}
+	refused("401", apierrors.IsUnauthorized)
 }
 
 func TestDecide(t *testing.T) {
@@ -259,7 +255,7 @@ func TestAgentAgainstAPIServer(t *testing.T) {
 	u, _ := url.Parse(env.Host)
 	probe := freeAddrT(t)
 
-	var logs syncBuffer
+	var logs testenv.Buffer
 	start := func() *exec.Cmd {
 		return startAgent(t, bin, u, nodeName, ns, &logs, "--cni-bin-dir", d("host/opt/cni/bin"), "--cni-conf-dir", d("host/etc/cni/net.d"),
 			"--state-dir", d("host/var/lib/mesh-cni"), "--run-dir", d("host/var/run/mesh-cni"),
@@ -376,7 +372,10 @@ func TestAgentAgainstAPIServer(t *testing.T) {
 	if m, err := node.ReadMarker(d("host/var/run/mesh-cni/ready")); err != nil || !m.Time.Equal(readySince) {
 		t.Errorf("marker after a restart: %+v %v; ready since %v", m, err, readySince)
 	}
-	if st := status(); st == nil || !st.Time.Equal(readySince) {
+	// The Node status follows readyz: the restart publishes "install not
+	// checked yet" first, then ready with the carried-over time.
+	waitFor(t, func() bool { st = status(); return st != nil && st.Ready })
+	if !st.Time.Equal(readySince) {
 		t.Errorf("Node status after a restart: %+v; ready since %v", st, readySince)
 	}
 	if err := env.Client.AppsV1().DaemonSets(ns).Delete(ctx, "mesh-cni", metav1.DeleteOptions{}); err != nil {
@@ -405,7 +404,7 @@ func TestAgentAgainstAPIServer(t *testing.T) {
 
 // startAgent runs the agent binary as a pod on nodeName in ns would run,
 // against the API server at u; it is killed when the test ends.
-func startAgent(t *testing.T, bin string, u *url.URL, nodeName, ns string, logs *syncBuffer, args ...string) *exec.Cmd {
+func startAgent(t *testing.T, bin string, u *url.URL, nodeName, ns string, logs *testenv.Buffer, args ...string) *exec.Cmd {
 	t.Helper()
 	cmd := exec.Command(bin, args...)
 	cmd.Env = append(os.Environ(), "KUBERNETES_SERVICE_HOST="+u.Hostname(), "KUBERNETES_SERVICE_PORT="+u.Port(),
@@ -422,24 +421,6 @@ func startAgent(t *testing.T, bin string, u *url.URL, nodeName, ns string, logs 
 		}
 	})
 	return cmd
-}
-
-// syncBuffer collects a child's stderr while the test reads it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 func buildAgent(t *testing.T) string {

@@ -24,6 +24,7 @@ import (
 	"github.com/mesh-cni/mesh-cni/internal/agent/install"
 	"github.com/mesh-cni/mesh-cni/internal/agent/kubeconfig"
 	meshconfig "github.com/mesh-cni/mesh-cni/internal/config"
+	"github.com/mesh-cni/mesh-cni/internal/node"
 	"github.com/mesh-cni/mesh-cni/internal/retry"
 	"github.com/mesh-cni/mesh-cni/internal/version"
 )
@@ -68,16 +69,46 @@ func hostPath(p string) string {
 	return p
 }
 
+// run starts the agent and its servers, waits for a signal or a failure,
+// then uninstalls or leaves the node as it is (shouldUninstall).
 func run(cfg *config, log *slog.Logger) error {
 	log.Info("starting", "version", version.Version, "commit", version.GetCommit(), "node", cfg.nodeName, "chained", cfg.chained, "subdir", cfg.subdirChaining)
+	in, backendName, err := newInstaller(cfg, log)
+	if err != nil {
+		return err
+	}
+	api, err := connect(cfg, log)
+	if err != nil {
+		return err
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+
+	rec := eventRecorder(ctx, api.client, cfg.nodeName)
+	var uidOf func(namespace, name string) types.UID
+	if api.client != nil {
+		uidOf = startControllers(ctx, api.client.core, cfg, log)
+	}
+	a := agent.New(agentOptions(ctx, cfg, in, backendName, api, rec, log))
+	probe, err := serve(ctx, cfg, a, api, podWarner(rec, uidOf), log)
+	if err != nil {
+		return err
+	}
+	log.Info("stopping")
+	return finish(cfg, a, api, probe != nil && probe.deleted.Load(), log)
+}
+
+// newInstaller builds the installer and names the backend the entry asks
+// for. The entry is read and validated on every pass: a bad one is refused
+// (the agent stays up, not ready, and says why) instead of chained.
+func newInstaller(cfg *config, log *slog.Logger) (*install.Installer, string, error) {
 	hp := meshconfig.HostPaths{
 		Kubeconfig:   filepath.Join(cfg.hostStateDir, "kubeconfig"),
 		AgentSocket:  filepath.Join(cfg.hostRunDir, "agent.sock"),
 		ReportSocket: filepath.Join(cfg.hostRunDir, "report.sock"),
 		ReadyMarker:  filepath.Join(cfg.hostRunDir, "ready"),
 	}
-	// The entry is read and validated on every pass: a bad one is refused
-	// (the agent stays up, not ready, and says why) instead of chained.
 	loadEntry := func() ([]byte, error) {
 		raw, err := os.ReadFile(cfg.pluginConfig)
 		if err != nil {
@@ -107,80 +138,99 @@ func run(cfg *config, log *slog.Logger) error {
 		Preflight:    &install.Preflight{PrimaryBinaries: cfg.checkPrimaryBinaries, ToolDirs: toolDirs(cfg.hostToolDirs, log)},
 		Log:          log,
 	})
-	if err != nil {
-		return err
+	return in, backendName, err
+}
+
+// apiAccess is what the agent has of the API server: kopts builds the
+// plugin's kubeconfig (kerr says why it cannot), and client is nil when
+// the agent has no API access (not in a pod): it still installs then, but
+// Node status, repair and taint removal are off.
+type apiAccess struct {
+	kopts  kubeconfig.Options
+	kerr   error
+	client *clients
+}
+
+// nodes is nil without API access, which turns the Node status off.
+func (api *apiAccess) nodes() corev1client.NodesGetter {
+	if api.client == nil {
+		return nil
 	}
+	return api.client.core
+}
+
+// connect reads the pod's service-account credentials and picks the
+// plugin's token: its own short-lived ones, or (opted in) the agent's.
+func connect(cfg *config, log *slog.Logger) (*apiAccess, error) {
 	caPath := cfg.caPath
 	if caPath == "" {
 		caPath = filepath.Join(filepath.Dir(cfg.tokenPath), "ca.crt")
 	}
-	kopts, kerr := kubeconfig.FromEnv(cfg.tokenPath, caPath)
-	var client *clients
-	if kerr == nil {
-		client, err = newClients(kopts)
-		if err != nil {
+	api := &apiAccess{}
+	api.kopts, api.kerr = kubeconfig.FromEnv(cfg.tokenPath, caPath)
+	if api.kerr == nil {
+		var err error
+		if api.client, err = newClients(api.kopts); err != nil {
 			log.Warn("no Kubernetes client; Node status, repair and taint removal are off", "err", err)
 		}
 	} else {
-		log.Warn("not running in a pod; Node status, repair and taint removal are off", "err", kerr)
+		log.Warn("not running in a pod; Node status, repair and taint removal are off", "err", api.kerr)
 	}
-
-	var nodes corev1client.NodesGetter // nil without API access
-	if client != nil {
-		nodes = client.core
-	}
+	client := api.client
 	switch {
 	case client == nil:
 	case cfg.pluginServiceAccount != "" && cfg.namespace == "":
-		return fmt.Errorf("--plugin-service-account=%s needs --namespace (or POD_NAMESPACE)", cfg.pluginServiceAccount)
+		return nil, fmt.Errorf("--plugin-service-account=%s needs --namespace (or POD_NAMESPACE)", cfg.pluginServiceAccount)
 	case cfg.pluginServiceAccount != "":
 		// The plugin gets its own short-lived tokens; ours stays here.
 		// Bound to this node: the tokens carry its name (the chart's
 		// admission policy refuses others) and die with the Node.
-		kopts.Tokens = &kubeconfig.TokenRequester{Client: client.core, Namespace: cfg.namespace, Name: cfg.pluginServiceAccount, Node: cfg.nodeName}
+		api.kopts.Tokens = &kubeconfig.TokenRequester{Client: client.core, Namespace: cfg.namespace, Name: cfg.pluginServiceAccount, Node: cfg.nodeName}
 	default:
 		log.Warn("--allow-agent-token-for-plugin: the host kubeconfig carries the agent's own token")
 	}
+	return api, nil
+}
 
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
-	defer stop()
-
-	rec := eventRecorder(ctx, client, cfg.nodeName)
-	var uidOf func(namespace, name string) types.UID
-	if client != nil {
-		uidOf = startControllers(ctx, client.core, cfg, log)
-	}
-	a := agent.New(agent.Options{
+// agentOptions wires the agent to the installer and, with API access, to
+// its Node: status annotation, Events and the startup taint.
+func agentOptions(ctx context.Context, cfg *config, in *install.Installer, backendName string, api *apiAccess, rec *recorder, log *slog.Logger) agent.Options {
+	nodes := api.nodes()
+	return agent.Options{
 		Installer:    in,
 		Kubeconfig:   filepath.Join(cfg.stateDir, "kubeconfig"),
-		KubeOpts:     kopts,
-		KubeOptsErr:  kerr,
+		KubeOpts:     api.kopts,
+		KubeOptsErr:  api.kerr,
 		Marker:       filepath.Join(cfg.runDir, "ready"),
 		HostPath:     hostPath,
 		Backend:      backendName,
 		Version:      version.Version,
 		Publish:      publisher(nodes, cfg.nodeName),
 		Published:    publishedStatus(nodes, cfg.nodeName),
-		OnFirstReady: firstReady(ctx, client, cfg, retry.Backoff(30*time.Second), log),
+		OnFirstReady: firstReady(ctx, api.client, cfg, retry.Backoff(30*time.Second), log),
 		Event:        nodeEvents(rec, nodeRef(ctx, nodes, cfg.nodeName)),
 		Log:          log,
-	})
+	}
+}
 
+// serve runs the agent, its probe and metrics servers, the report socket
+// and (uninstallMode auto) the DaemonSet probe until ctx ends or one of
+// them fails. The probe it returns (nil when off) says whether the
+// DaemonSet was seen deleted.
+func serve(ctx context.Context, cfg *config, a *agent.Agent, api *apiAccess, warn func(node.Event), log *slog.Logger) (*dsProbe, error) {
 	errc := make(chan error, 4)
 	go func() { errc <- agent.ServeHTTP(ctx, cfg.probeAddr, a.ProbeHandler()) }()
 	go func() { errc <- agent.ServeHTTP(ctx, cfg.metricsAddr, agent.MetricsHandler()) }()
 	go func() {
-		if err := agent.ServeReportsTo(ctx, filepath.Join(cfg.runDir, "report.sock"), log, podWarner(rec, uidOf)); err != nil {
+		if err := agent.ServeReportsTo(ctx, filepath.Join(cfg.runDir, "report.sock"), log, warn); err != nil {
 			// Metrics only: the plugin drops reports nobody reads.
 			log.Error("report socket stopped", "err", err)
 		}
 	}()
 	var probe *dsProbe
-	if client != nil {
-		if cfg.uninstallMode == "auto" && cfg.namespace != "" {
-			probe = &dsProbe{daemonSets: client.apps, namespace: cfg.namespace, name: cfg.daemonSetName, log: log}
-			go probe.run(ctx)
-		}
+	if api.client != nil && cfg.uninstallMode == "auto" && cfg.namespace != "" {
+		probe = &dsProbe{daemonSets: api.client.apps, namespace: cfg.namespace, name: cfg.daemonSetName, log: log}
+		go probe.run(ctx)
 	}
 	go func() { errc <- a.Run(ctx) }()
 
@@ -188,16 +238,21 @@ func run(cfg *config, log *slog.Logger) error {
 	case <-ctx.Done():
 	case err := <-errc:
 		if err != nil && ctx.Err() == nil {
-			stop()
-			return err
+			return probe, err
 		}
 	}
-	log.Info("stopping")
+	return probe, nil
+}
+
+// finish uninstalls mesh-cni from the node when the release is gone
+// (shouldUninstall), and otherwise leaves everything in place for the
+// next agent: a restart or rolling update must not unmesh the node.
+func finish(cfg *config, a *agent.Agent, api *apiAccess, seenDeleted bool, log *slog.Logger) error {
 	var daemonSets appsv1client.DaemonSetsGetter
-	if client != nil {
-		daemonSets = client.apps
+	if api.client != nil {
+		daemonSets = api.client.apps
 	}
-	uninstall, why := shouldUninstall(daemonSets, cfg, probe != nil && probe.deleted.Load())
+	uninstall, why := shouldUninstall(daemonSets, cfg, seenDeleted)
 	if !uninstall {
 		log.Info("leaving mesh-cni installed", "why", why)
 		return nil
@@ -209,10 +264,10 @@ func run(cfg *config, log *slog.Logger) error {
 	for _, sock := range []string{"report.sock", "agent.sock"} {
 		_ = os.Remove(filepath.Join(cfg.runDir, sock))
 	}
-	if client != nil {
-		cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	if api.client != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		if err := clearStatus(cctx, client.core, cfg.nodeName); err != nil {
+		if err := clearStatus(ctx, api.client.core, cfg.nodeName); err != nil {
 			log.Warn("cannot clear the Node status annotation", "err", err)
 		}
 	}

@@ -37,7 +37,7 @@ func primaryPlugins(t testing.TB, binDir string, conf []byte) {
 // refuseNode is a temp node tree for the real agent and plugin binaries.
 type refuseNode struct {
 	root, primary, probe string
-	logs                 syncBuffer
+	logs                 testenv.Buffer
 }
 
 func (n *refuseNode) d(p string) string { return filepath.Join(n.root, p) }

@@ -170,7 +170,7 @@ func failingAPI(t *testing.T) failingServer {
 
 type agentRig struct {
 	cmd     *exec.Cmd
-	logs    *syncBuffer
+	logs    *testenv.Buffer
 	d       func(string) string
 	primary string
 	orig    []byte
@@ -182,7 +182,7 @@ type agentRig struct {
 func startAgentRig(t *testing.T, env *testenv.Env, bin, ns, token, apiAddr string, extraCA []byte) *agentRig {
 	t.Helper()
 	root := t.TempDir()
-	r := &agentRig{logs: &syncBuffer{}, d: func(p string) string { return filepath.Join(root, p) }}
+	r := &agentRig{logs: &testenv.Buffer{}, d: func(p string) string { return filepath.Join(root, p) }}
 	for _, p := range []string{"host/opt/cni/bin", "host/etc/cni/net.d", "sa", "img"} {
 		os.MkdirAll(r.d(p), 0o755)
 	}

@@ -3,7 +3,6 @@ package install
 import (
 	"os"
 	"slices"
-	"strings"
 	"testing"
 )
 
@@ -56,19 +55,10 @@ func TestHandBackToTakesOursOutInOneWrite(t *testing.T) {
 }
 
 func TestHandBackToChecked(t *testing.T) {
-	for _, c := range []struct {
-		mod  func(*Config)
-		want string
-	}{
+	checkRefused(t, []refusal{
 		{func(c *Config) { c.HandBackTo = "cilium" }, "must be one of"},
 		{func(c *Config) { c.HandBackTo = "istio-cni"; c.MigrateFrom = "istio-cni" }, "set one"},
 		{func(c *Config) { c.HandBackTo = "istio-cni"; c.Subdir = true }, "inline chaining"},
 		{func(c *Config) { c.HandBackTo = "linkerd-cni"; c.Chained = false }, "inline chaining"},
-	} {
-		cfg := Config{BinDir: "/b", ConfDir: "/c", StateDir: "/s", Entry: []byte("{}"), Chained: true}
-		c.mod(&cfg)
-		if _, err := New(cfg); err == nil || !strings.Contains(err.Error(), c.want) {
-			t.Errorf("%+v: err %v, want %q", cfg, err, c.want)
-		}
-	}
+	})
 }

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -166,4 +167,23 @@ func loadChained(t testing.TB, path string) *libcni.NetworkConfigList {
 		t.Fatalf("%s: want mesh-cni once and last, got %d entries: %s", path, n, l.Bytes)
 	}
 	return l
+}
+
+// refusal is a change to a valid Config that New must refuse, with what
+// its error says.
+type refusal struct {
+	mod  func(*Config)
+	want string
+}
+
+// checkRefused fails unless New refuses each change with its error.
+func checkRefused(t *testing.T, cases []refusal) {
+	t.Helper()
+	for _, c := range cases {
+		cfg := Config{BinDir: "/b", ConfDir: "/c", StateDir: "/s", Entry: []byte("{}"), Chained: true}
+		c.mod(&cfg)
+		if _, err := New(cfg); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%+v: err %v, want %q", cfg, err, c.want)
+		}
+	}
 }

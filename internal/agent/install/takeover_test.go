@@ -216,30 +216,12 @@ func sampleFile(t testing.TB, path, theirs string, stop <-chan struct{}) *sample
 	}
 }
 
-// logBuffer collects the agent's log lines.
-type logBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // takeover runs the agent in migrate mode against a live installer of the
 // other mesh that keeps re-inserting its entry, until that installer has
 // re-inserted `rounds` times; then the installer stops (its DaemonSet is
 // deleted) and the agent must report the takeover done.
 func takeover(t *testing.T, from string, installer func(testing.TB, string, <-chan struct{}, *atomic.Int64), rounds int64, opts WatchOptions) (*sample, []State, string) {
-	logs := &logBuffer{}
+	logs := &testenv.Buffer{}
 	e := newEnv(t, func(c *Config) {
 		c.MigrateFrom = from
 		c.Log = slog.New(slog.NewTextHandler(logs, nil))
@@ -416,18 +398,9 @@ func TestOtherMeshKeptWithoutMigrateFrom(t *testing.T) {
 }
 
 func TestMigrateFromChecked(t *testing.T) {
-	for _, c := range []struct {
-		mod  func(*Config)
-		want string
-	}{
+	checkRefused(t, []refusal{
 		{func(c *Config) { c.MigrateFrom = "cilium" }, "must be one of"},
 		{func(c *Config) { c.MigrateFrom = "istio-cni"; c.Subdir = true }, "inline chaining"},
 		{func(c *Config) { c.MigrateFrom = "linkerd-cni"; c.Chained = false }, "inline chaining"},
-	} {
-		cfg := Config{BinDir: "/b", ConfDir: "/c", StateDir: "/s", Entry: []byte("{}"), Chained: true}
-		c.mod(&cfg)
-		if _, err := New(cfg); err == nil || !strings.Contains(err.Error(), c.want) {
-			t.Errorf("%+v: err %v, want %q", cfg, err, c.want)
-		}
-	}
+	})
 }

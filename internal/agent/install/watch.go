@@ -10,32 +10,7 @@ import (
 	"time"
 
 	"github.com/fsnotify/fsnotify"
-
-	"github.com/mesh-cni/mesh-cni/internal/node"
 )
-
-// State is reported after every pass of the watch loop.
-type State struct {
-	Result
-	BinaryChanged bool
-	Stage         string // where Err came from: "binary" or "config"
-	Err           error  // nil: binary and config are in place
-	// Kept is, after a refused pass (ErrRefused), the file that still
-	// holds an entry of ours from an earlier pass ("" if none): the
-	// runtime keeps running it, so ADD keeps working.
-	Kept     string
-	Watching bool
-	// Fight is set, at most once a FightWindow, when re-chains come so
-	// often that another component keeps removing our entry: what the
-	// operator should look at.
-	Fight string
-	// Entry is the chain entry this pass put in force (nil when Err is
-	// set): what the runtime hands the plugin, published on the Node so
-	// the CLI can show what ADD does there.
-	Entry []byte
-	// Takeover is the progress of Config.MigrateFrom (From "" when off).
-	Takeover Takeover
-}
 
 // WatchOptions tune the loop; zero values take the defaults.
 type WatchOptions struct {
@@ -95,207 +70,205 @@ func (in *Installer) Run(ctx context.Context, opts WatchOptions, report func(Sta
 		return fmt.Errorf("file watch: %w", err)
 	}
 	defer w.Close()
-	watched := map[string]bool{}
-	watch := func(dir string) {
-		if dir == "" || watched[dir] {
-			return
-		}
-		if err := w.Add(dir); err == nil {
-			watched[dir] = true
-		}
-	}
 	// Temp files a killed agent left behind.
 	removeStaleTemps(in.cfg.ConfDir)
 	removeStaleTemps(in.cfg.StateDir)
-	fight := newFightDetector(opts.FightWindow, opts.FightCount)
-	var take *takeoverTracker
-	if in.cfg.MigrateFrom != "" {
-		take = newTakeoverTracker(in.cfg.MigrateFrom, opts.TakeoverQuiet, opts.TakeoverBurst, opts.TakeoverWindow, time.Now())
-	}
-	var holdUntil time.Time
-	lastErr, lastOthers := "", ""
+	l := newWatchLoop(in, opts, w)
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case ev, ok := <-w.Events:
-			if !ok {
-				return errors.New("file watch closed")
-			}
-			if !in.relevant(ev) {
-				continue
-			}
-			drain(w.Events)
-			if time.Now().Before(holdUntil) {
-				continue // the timer runs the pass when the hold ends
-			}
-		case err, ok := <-w.Errors:
-			if !ok {
-				return errors.New("file watch closed")
-			}
-			// Overflow and the like: a full re-check covers lost events.
-			in.log.Warn("file watch error, re-checking everything", "err", err)
-		case <-timer.C:
+		if stop, err := l.wait(ctx, timer.C); stop {
+			return err
 		}
-		watch(in.cfg.ConfDir)
-		watch(in.cfg.BinDir)
-		watch(in.cfg.EntryDir)
-		st := in.pass()
-		if st.Conf != "" && in.cfg.Subdir {
-			watch(filepath.Dir(st.Conf))
-		}
-		st.Watching = watched[in.cfg.ConfDir] && watched[in.cfg.BinDir]
-		if st.Err == nil && !st.Watching {
-			st.Err = fmt.Errorf("cannot watch %s and %s", in.cfg.ConfDir, in.cfg.BinDir)
-		}
-		next := opts.Resync
-		switch {
-		case errors.Is(st.Err, ErrSettling):
-			next = opts.SettleDelay
-		case st.Err != nil:
-			next = opts.RetryDelay
-			// Log each distinct reason once, not every retry.
-			if msg := st.Err.Error(); msg != lastErr {
-				in.log.Warn("mesh-cni not installed", "err", st.Err)
-				lastErr = msg
-			}
-		default:
-			if lastErr != "" {
-				in.log.Info("mesh-cni installed", "conf", st.Conf)
-				lastErr = ""
-			}
-		}
-		if take != nil {
-			wasDone := take.t.Done
-			if hold := take.pass(st.Replaced, time.Now()); hold > 0 {
-				holdUntil = time.Now().Add(hold)
-				next = min(next, hold)
-				in.log.Warn("the replaced entry comes back after every write; holding off", "from", in.cfg.MigrateFrom,
-					"writes", opts.TakeoverBurst, "window", opts.TakeoverWindow.String(), "hold", hold.String())
-			}
-			if st.Replaced > 0 {
-				in.log.Info("replaced another mesh CNI's entry with mesh-cni's in one write", "from", in.cfg.MigrateFrom, "conf", st.Conf, "total", take.t.Replaced)
-			}
-			if take.t.Done && !wasDone {
-				in.log.Info("takeover done: the replaced plugin's installer has not re-inserted its entry for the quiet period",
-					"from", in.cfg.MigrateFrom, "quiet", opts.TakeoverQuiet.String(), "replaced", take.t.Replaced)
-			}
-			if !take.t.Done && st.Err == nil {
-				next = min(next, take.untilDone(time.Now()))
-			}
-			st.Takeover = take.t
-		}
-		if o := strings.Join(st.Others, ","); o != lastOthers {
-			if o != "" {
-				in.log.Warn("another mesh CNI plugin is chained in the same config: its pods get both plugins' redirection; to switch to mesh-cni set migrateFrom",
-					"conf", st.Conf, "plugins", o)
-			}
-			lastOthers = o
-		}
-		// A takeover write removed theirs, not ours: no fight.
-		if st.Rechained && st.Replaced == 0 {
-			in.log.Info("re-chained after the primary rewrote its config", "conf", st.Conf)
-			if warn := fight.add(time.Now()); warn {
-				in.log.Warn("another component keeps removing mesh-cni from the CNI config; it is put back each time, but pods may start unmeshed in between",
-					"conf", st.Conf, "rechains", opts.FightCount, "window", opts.FightWindow.String(), "hint", fightHint(st.Conf))
-				st.Fight = fmt.Sprintf("another component removed mesh-cni from %s %d times within %s; it is put back each time, but pods may start unmeshed in between. Look for %s",
-					st.Conf, opts.FightCount, opts.FightWindow, fightHint(st.Conf))
-			}
-		}
+		st, next := l.pass()
 		if report != nil {
 			report(st)
 		}
-		if !timer.Stop() {
-			select {
-			case <-timer.C:
-			default:
+		resetTimer(timer, next)
+	}
+}
+
+// watchLoop is what Run keeps from one pass to the next.
+type watchLoop struct {
+	in      *Installer
+	opts    WatchOptions
+	w       *fsnotify.Watcher
+	watched map[string]bool
+	fight   *fightDetector
+	take    *takeoverTracker // nil without MigrateFrom
+	// holdUntil: events before it wait for the timer, so an installer
+	// that answers every takeover write cannot spin us.
+	holdUntil time.Time
+	// The last reason logged and the last other plugins warned about:
+	// each distinct one is logged once, not on every pass.
+	lastErr, lastOthers string
+}
+
+func newWatchLoop(in *Installer, opts WatchOptions, w *fsnotify.Watcher) *watchLoop {
+	l := &watchLoop{in: in, opts: opts, w: w, watched: map[string]bool{},
+		fight: newFightDetector(opts.FightWindow, opts.FightCount)}
+	if in.cfg.MigrateFrom != "" {
+		l.take = newTakeoverTracker(in.cfg.MigrateFrom, opts.TakeoverQuiet, opts.TakeoverBurst, opts.TakeoverWindow, time.Now())
+	}
+	return l
+}
+
+// wait blocks until a pass is due: the timer fired, a relevant change came
+// in outside a takeover hold, or the watch reported an error. stop is true
+// when ctx ended (err nil) or the watch was closed.
+func (l *watchLoop) wait(ctx context.Context, timer <-chan time.Time) (stop bool, err error) {
+	for {
+		select {
+		case <-ctx.Done():
+			return true, nil
+		case ev, ok := <-l.w.Events:
+			if !ok {
+				return true, errors.New("file watch closed")
 			}
-		}
-		timer.Reset(next)
-	}
-}
-
-// pass installs the binary, then the config, in that order.
-func (in *Installer) pass() State {
-	st := in.install()
-	if errors.Is(st.Err, ErrRefused) {
-		st.Kept = in.keptEntry()
-	}
-	return st
-}
-
-func (in *Installer) install() State {
-	var st State
-	if err := in.loadEntry(); err != nil {
-		st.Err, st.Stage = err, "entry"
-		return st
-	}
-	changed, err := in.InstallBinary()
-	st.BinaryChanged = changed
-	if err != nil {
-		st.Err, st.Stage = err, "binary"
-		return st
-	}
-	st.Result, st.Err = in.Reconcile()
-	st.Stage = "config"
-	if st.Err == nil {
-		st.Entry = in.cfg.Entry
-		if err := in.ensureShim(); err != nil {
-			in.log.Warn("cannot place the DEL-only binary for the taken-over plugin", "from", in.cfg.MigrateFrom, "err", err)
-		}
-	}
-	return st
-}
-
-// keptEntry names the file whose entry of ours the runtime still runs:
-// the primary list holding exactly one mesh-cni plugin, or our own list in
-// standalone mode. Subdir mode is not looked into ("").
-func (in *Installer) keptEntry() string {
-	if in.cfg.Subdir {
-		return ""
-	}
-	if !in.cfg.Chained {
-		name := in.cfg.ConfFileName
-		if name == "" {
-			name = StandaloneName
-		}
-		path := filepath.Join(in.cfg.ConfDir, name)
-		if data, err := os.ReadFile(path); err == nil {
-			if ours, err := pluginsOfType(data, node.PluginType); err == nil && len(ours) == 1 {
-				return path
+			if !l.in.relevant(ev) {
+				continue
 			}
+			drain(l.w.Events)
+			if time.Now().Before(l.holdUntil) {
+				continue // the timer runs the pass when the hold ends
+			}
+			return false, nil
+		case err, ok := <-l.w.Errors:
+			if !ok {
+				return true, errors.New("file watch closed")
+			}
+			// Overflow and the like: a full re-check covers lost events.
+			l.in.log.Warn("file watch error, re-checking everything", "err", err)
+			return false, nil
+		case <-timer:
+			return false, nil
 		}
-		return ""
 	}
-	found, _, err := findPrimary(in.cfg.ConfDir, in.cfg.ConfFileName)
-	if err != nil {
-		return ""
-	}
-	if ours, err := pluginsOfType(found.data, node.PluginType); err == nil && len(ours) == 1 {
-		return found.Path
-	}
-	return ""
 }
 
-// loadEntry refreshes the entry and checks the backend's tools; on error
-// nothing is touched, so the entry chained last stays in place.
-func (in *Installer) loadEntry() error {
-	if in.cfg.LoadEntry != nil {
-		e, err := in.cfg.LoadEntry()
-		if err != nil {
-			return fmt.Errorf("%w: %w (fix the plugin settings; the chain keeps its previous entry)", ErrRefused, err)
-		}
-		in.cfg.Entry = e
+// watch adds dir to the file watch once; a dir that cannot be watched yet
+// is tried again on the next pass.
+func (l *watchLoop) watch(dir string) {
+	if dir == "" || l.watched[dir] {
+		return
 	}
-	if p := in.cfg.Preflight; p != nil {
-		name := EntryBackend(in.cfg.Entry)
-		if err := p.checkTools(name, BackendTools(name)); err != nil {
-			return err
+	if err := l.w.Add(dir); err == nil {
+		l.watched[dir] = true
+	}
+}
+
+// pass runs one install pass and returns its state and when the next
+// pass is due without an event.
+func (l *watchLoop) pass() (State, time.Duration) {
+	cfg := l.in.cfg
+	l.watch(cfg.ConfDir)
+	l.watch(cfg.BinDir)
+	l.watch(cfg.EntryDir)
+	st := l.in.pass()
+	if st.Conf != "" && cfg.Subdir {
+		l.watch(filepath.Dir(st.Conf))
+	}
+	st.Watching = l.watched[cfg.ConfDir] && l.watched[cfg.BinDir]
+	if st.Err == nil && !st.Watching {
+		st.Err = fmt.Errorf("cannot watch %s and %s", cfg.ConfDir, cfg.BinDir)
+	}
+	next := l.noteResult(st)
+	if l.take != nil {
+		next = l.noteTakeover(&st, next)
+	}
+	l.noteOthers(st)
+	l.noteRechain(&st)
+	return st, next
+}
+
+// noteResult logs a change between installed and not, and picks the delay
+// that suits the result: soon for a file mid-write, a retry after an
+// error, else the resync.
+func (l *watchLoop) noteResult(st State) time.Duration {
+	switch {
+	case errors.Is(st.Err, ErrSettling):
+		return l.opts.SettleDelay
+	case st.Err != nil:
+		// Log each distinct reason once, not every retry.
+		if msg := st.Err.Error(); msg != l.lastErr {
+			l.in.log.Warn("mesh-cni not installed", "err", st.Err)
+			l.lastErr = msg
+		}
+		return l.opts.RetryDelay
+	default:
+		if l.lastErr != "" {
+			l.in.log.Info("mesh-cni installed", "conf", st.Conf)
+			l.lastErr = ""
+		}
+		return l.opts.Resync
+	}
+}
+
+// noteTakeover feeds the pass to the takeover tracker, logs its steps and
+// shortens next to the end of a hold or of the quiet period.
+func (l *watchLoop) noteTakeover(st *State, next time.Duration) time.Duration {
+	take, from := l.take, l.in.cfg.MigrateFrom
+	wasDone := take.t.Done
+	if hold := take.pass(st.Replaced, time.Now()); hold > 0 {
+		l.holdUntil = time.Now().Add(hold)
+		next = min(next, hold)
+		l.in.log.Warn("the replaced entry comes back after every write; holding off", "from", from,
+			"writes", l.opts.TakeoverBurst, "window", l.opts.TakeoverWindow.String(), "hold", hold.String())
+	}
+	if st.Replaced > 0 {
+		l.in.log.Info("replaced another mesh CNI's entry with mesh-cni's in one write", "from", from, "conf", st.Conf, "total", take.t.Replaced)
+	}
+	if take.t.Done && !wasDone {
+		l.in.log.Info("takeover done: the replaced plugin's installer has not re-inserted its entry for the quiet period",
+			"from", from, "quiet", l.opts.TakeoverQuiet.String(), "replaced", take.t.Replaced)
+	}
+	if !take.t.Done && st.Err == nil {
+		next = min(next, take.untilDone(time.Now()))
+	}
+	st.Takeover = take.t
+	return next
+}
+
+// noteOthers warns, once per change, about other mesh CNI plugins chained
+// beside ours.
+func (l *watchLoop) noteOthers(st State) {
+	o := strings.Join(st.Others, ",")
+	if o == l.lastOthers {
+		return
+	}
+	if o != "" {
+		l.in.log.Warn("another mesh CNI plugin is chained in the same config: its pods get both plugins' redirection; to switch to mesh-cni set migrateFrom",
+			"conf", st.Conf, "plugins", o)
+	}
+	l.lastOthers = o
+}
+
+// noteRechain counts re-chains and sets st.Fight when they come so often
+// that another component keeps removing our entry.
+func (l *watchLoop) noteRechain(st *State) {
+	// A takeover write removed theirs, not ours: no fight.
+	if !st.Rechained || st.Replaced != 0 {
+		return
+	}
+	l.in.log.Info("re-chained after the primary rewrote its config", "conf", st.Conf)
+	if !l.fight.add(time.Now()) {
+		return
+	}
+	l.in.log.Warn("another component keeps removing mesh-cni from the CNI config; it is put back each time, but pods may start unmeshed in between",
+		"conf", st.Conf, "rechains", l.opts.FightCount, "window", l.opts.FightWindow.String(), "hint", fightHint(st.Conf))
+	st.Fight = fmt.Sprintf("another component removed mesh-cni from %s %d times within %s; it is put back each time, but pods may start unmeshed in between. Look for %s",
+		st.Conf, l.opts.FightCount, l.opts.FightWindow, fightHint(st.Conf))
+}
+
+// resetTimer makes timer fire after d, dropping a tick not yet read.
+func resetTimer(timer *time.Timer, d time.Duration) {
+	if !timer.Stop() {
+		select {
+		case <-timer.C:
+		default:
 		}
 	}
-	return nil
+	timer.Reset(d)
 }
 
 // relevant drops events for our temp files and non-config files.

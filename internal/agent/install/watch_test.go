@@ -99,7 +99,7 @@ func TestWatchWaitsForPrimaryThenChains(t *testing.T) {
 // 1000 rewrites by a primary: chained again after each, and each rewrite
 // costs exactly one write of ours (no fight loop with ourselves).
 func TestWatch1000Rewrites(t *testing.T) {
-	var logs lockedBuffer
+	var logs testenv.Buffer
 	e := newEnv(t, func(c *Config) { c.Log = slog.New(slog.NewTextHandler(&logs, nil)) })
 	path := filepath.Join(e.conf, "10-calico.conflist")
 	orig := fixture(t, "calico-manifest-portmap-bandwidth.conflist")
@@ -216,21 +216,4 @@ func TestFightDetector(t *testing.T) {
 			t.Fatal("warned for rare re-chains")
 		}
 	}
-}
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }

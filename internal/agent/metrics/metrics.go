@@ -1,6 +1,7 @@
 // Package metrics holds the node agent's Prometheus metrics, in one
-// registry that the agent serves on /metrics. Other agent packages (repair)
-// increment their counters here.
+// registry that the agent serves on /metrics. The run loop (internal/agent)
+// and the agent binary, which counts the repair controller's actions,
+// both increment them here; docs/docs_test.go reads the names from this file.
 package metrics
 
 import (

@@ -185,6 +185,24 @@ func TestEvictPolicy(t *testing.T) {
 	}
 }
 
+// guard creates the budget "guard" that keeps one pod labelled app=app
+// available: with one such pod, it allows no eviction.
+func guard(t *testing.T, client kubernetes.Interface, ns, app string) *policyv1.PodDisruptionBudget {
+	t.Helper()
+	one := intstr.FromInt32(1)
+	pdb, err := client.PolicyV1().PodDisruptionBudgets(ns).Create(context.Background(), &policyv1.PodDisruptionBudget{
+		ObjectMeta: metav1.ObjectMeta{Name: "guard"},
+		Spec: policyv1.PodDisruptionBudgetSpec{
+			MinAvailable: &one,
+			Selector:     &metav1.LabelSelector{MatchLabels: map[string]string{"app": app}},
+		},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pdb
+}
+
 // A PodDisruptionBudget that allows no disruption blocks the eviction: the
 // pod stays, the attempt is retried with back-off (no hot loop), and it is
 // evicted once the budget allows it.
@@ -193,17 +211,7 @@ func TestEvictRespectsDisruptionBudget(t *testing.T) {
 	ctx := context.Background()
 	ns := env.Namespace(t, "repair")
 	env.Node(t, "rp-pdb")
-	one := intstr.FromInt32(1)
-	pdb, err := env.Client.PolicyV1().PodDisruptionBudgets(ns).Create(ctx, &policyv1.PodDisruptionBudget{
-		ObjectMeta: metav1.ObjectMeta{Name: "guard"},
-		Spec: policyv1.PodDisruptionBudgetSpec{
-			MinAvailable: &one,
-			Selector:     &metav1.LabelSelector{MatchLabels: map[string]string{"app": "guarded"}},
-		},
-	}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	pdb := guard(t, env.Client, ns, "guarded")
 	p := podWithValidator(t, env.Client, ns, "guarded", "rp-pdb", "istio-validation", 126, map[string]string{"app": "guarded"})
 	// The Eviction API ignores budgets for Pending pods (a first start stuck
 	// in init); they protect pods that had been running, as one re-running
@@ -238,19 +246,9 @@ func TestEvictRespectsDisruptionBudget(t *testing.T) {
 // delete ignores budgets, by definition.
 func TestDeletePolicy(t *testing.T) {
 	env := testenv.Start(t)
-	ctx := context.Background()
 	ns := env.Namespace(t, "repair")
 	env.Node(t, "rp-delete")
-	one := intstr.FromInt32(1)
-	if _, err := env.Client.PolicyV1().PodDisruptionBudgets(ns).Create(ctx, &policyv1.PodDisruptionBudget{
-		ObjectMeta: metav1.ObjectMeta{Name: "guard"},
-		Spec: policyv1.PodDisruptionBudgetSpec{
-			MinAvailable: &one,
-			Selector:     &metav1.LabelSelector{MatchLabels: map[string]string{"app": "x"}},
-		},
-	}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	guard(t, env.Client, ns, "x")
 	podWithValidator(t, env.Client, ns, "broken", "rp-delete", "linkerd-network-validator", 95, map[string]string{"app": "x"})
 	podWithValidator(t, env.Client, ns, "healthy", "rp-delete", "linkerd-network-validator", 0, map[string]string{"app": "x"})
 	a := startRepair(t, env.Client, Options{NodeName: "rp-delete", Policy: Delete})

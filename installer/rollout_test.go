@@ -1,4 +1,4 @@
-package rollout
+package main
 
 import (
 	"strings"
@@ -8,7 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-func TestStatus(t *testing.T) {
+func TestRolloutStatus(t *testing.T) {
 	ds := func(gen, observed int64, desired, updated, ready int32) *appsv1.DaemonSet {
 		return &appsv1.DaemonSet{
 			ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "mesh-cni", Generation: gen},
@@ -28,7 +28,7 @@ func TestStatus(t *testing.T) {
 		{"no node", ds(1, 1, 0, 0, 0), "no node to run an agent on"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			sum, err := Status(tc.ds)
+			sum, err := rolloutStatus(tc.ds)
 			if !strings.Contains(sum, "DaemonSet ns/mesh-cni: ") {
 				t.Errorf("summary %q", sum)
 			}

@@ -1,8 +1,10 @@
-// Package rollout tells whether the agent DaemonSet runs an updated, ready
-// agent on every node it schedules on, from the DaemonSet's status alone:
-// one `get` of one object, the only permission the chart's `helm test`
-// grants. It uses the typed apps/v1 client only, as the agent binary does.
-package rollout
+package main
+
+// The agents-ready subcommand's check: whether the agent DaemonSet runs an
+// updated, ready agent on every node it schedules on, from the DaemonSet's
+// status alone: one `get` of one object, the only permission the chart's
+// `helm test` grants. It uses the typed apps/v1 client only, as the agent
+// does.
 
 import (
 	"context"
@@ -15,21 +17,21 @@ import (
 	appsv1client "k8s.io/client-go/kubernetes/typed/apps/v1"
 )
 
-// pollEvery is how often Wait reads the DaemonSet again.
-const pollEvery = 2 * time.Second
+// rolloutPollEvery is how often waitRollout reads the DaemonSet again.
+const rolloutPollEvery = 2 * time.Second
 
-// Wait checks the DaemonSet until every node runs an updated, ready agent,
+// waitRollout checks the DaemonSet until every node runs an updated, ready agent,
 // for at most wait, each request bounded by timeout; progress gets each
 // summary that is not ready yet. A refused or missing DaemonSet fails at
 // once: waiting cannot change that. The error is the last reason.
-func Wait(ctx context.Context, c appsv1client.DaemonSetsGetter, ns, name string, timeout, wait time.Duration, progress func(string)) (string, error) {
+func waitRollout(ctx context.Context, c appsv1client.DaemonSetsGetter, ns, name string, timeout, wait time.Duration, progress func(string)) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
-	tick := time.NewTicker(pollEvery)
+	tick := time.NewTicker(rolloutPollEvery)
 	defer tick.Stop()
 	for {
 		rctx, rcancel := context.WithTimeout(ctx, timeout)
-		sum, err := Check(rctx, c, ns, name)
+		sum, err := checkRollout(rctx, c, ns, name)
 		rcancel()
 		if err == nil {
 			return sum, nil
@@ -48,19 +50,19 @@ func Wait(ctx context.Context, c appsv1client.DaemonSetsGetter, ns, name string,
 	}
 }
 
-// Check gets DaemonSet ns/name and returns Status of it.
-func Check(ctx context.Context, c appsv1client.DaemonSetsGetter, ns, name string) (string, error) {
+// checkRollout gets DaemonSet ns/name and returns rolloutStatus of it.
+func checkRollout(ctx context.Context, c appsv1client.DaemonSetsGetter, ns, name string) (string, error) {
 	ds, err := c.DaemonSets(ns).Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
 		return "", fmt.Errorf("get DaemonSet %s/%s: %w", ns, name, err)
 	}
-	return Status(ds)
+	return rolloutStatus(ds)
 }
 
-// Status summarises the DaemonSet's status, and returns an error unless
+// rolloutStatus summarises the DaemonSet's status, and returns an error unless
 // the controller has seen its current spec and every node it schedules on
 // (at least one) runs an updated agent that is ready.
-func Status(ds *appsv1.DaemonSet) (string, error) {
+func rolloutStatus(ds *appsv1.DaemonSet) (string, error) {
 	st := ds.Status
 	sum := fmt.Sprintf("DaemonSet %s/%s: %d desired, %d updated, %d ready",
 		ds.Namespace, ds.Name, st.DesiredNumberScheduled, st.UpdatedNumberScheduled, st.NumberReady)
