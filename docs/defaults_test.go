@@ -37,6 +37,10 @@ func TestDefaultsInProse(t *testing.T) {
 			fmt.Sprintf("Istio's agent answers on %d", i.DNSPort),
 			fmt.Sprintf("packets marked %d are looked up in table %d", rules.TProxyMark, rules.RouteTable),
 		},
+		"docs/istio.md": {
+			fmt.Sprintf("Where every proxy runs as %d,", *i.ProxyUID),
+			fmt.Sprintf("proxy UID/GID %d/%d, inbound port %d, outbound %d", *i.ProxyUID, *i.ProxyGID, i.InboundPort, i.OutboundPort),
+		},
 		"docs/upgrade.md": {
 			fmt.Sprintf("`meshes.linkerd.proxyUID: %d`", *l.ProxyUID),
 		},

@@ -95,7 +95,7 @@ func proxyIdentity(s *rules.Spec, pod Pod, proxy *Container) (string, error) {
 }
 
 func validID(p *int64) (uint32, bool) {
-	if p == nil || *p <= 0 || *p >= 1<<32-1 {
+	if p == nil || *p <= 0 || *p > MaxID {
 		return 0, false
 	}
 	return uint32(*p), true
