@@ -11,7 +11,6 @@ import (
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/cli-runtime/pkg/genericclioptions"
 
 	"github.com/mesh-cni/mesh-cni/internal/backend/finding"
 	"github.com/mesh-cni/mesh-cni/internal/ctl/check"
@@ -21,7 +20,7 @@ import (
 // newExplain is "what would ADD do for this pod". It lives here, not in the
 // plugin, so the binary the runtime execs per pod does not carry a manifest
 // parser; one tool answers both "is the node right" and "what would ADD do".
-func newExplain(kube *genericclioptions.ConfigFlags) *cobra.Command {
+func newExplain(kube *kubeFlags) *cobra.Command {
 	o := explain.NewOptions()
 	timeout := 10 * time.Second
 	var checkRules bool
@@ -157,16 +156,16 @@ the cluster or the agent cannot be read; 2 for a usage error; 3 with
 // fromCluster reads the pod and, unless --config or --profile name the
 // settings, the chain entry its node's agent published. It returns the
 // pod.
-func fromCluster(cmd *cobra.Command, kube *genericclioptions.ConfigFlags, timeout time.Duration, arg string, o *explain.Options) (*corev1.Pod, error) {
+func fromCluster(cmd *cobra.Command, kube *kubeFlags, timeout time.Duration, arg string, o *explain.Options) (*corev1.Pod, error) {
 	ns, name, ok := strings.Cut(arg, "/")
 	if !ok {
 		name = arg
 		var err error
-		if ns, _, err = kube.ToRawKubeConfigLoader().Namespace(); err != nil {
+		if ns, err = kube.kubeNamespace(); err != nil {
 			return nil, fmt.Errorf("namespace from the kubeconfig: %w", err)
 		}
-	} else if *kube.Namespace != "" && *kube.Namespace != ns {
-		return nil, usagef("%s names namespace %s, -n names %s", arg, ns, *kube.Namespace)
+	} else if n := kube.namespace(); n != "" && n != ns {
+		return nil, usagef("%s names namespace %s, -n names %s", arg, ns, n)
 	}
 	if ns == "" || name == "" {
 		return nil, usagef("%q: want POD or NAMESPACE/POD", arg)
@@ -221,12 +220,12 @@ func nodeEntry(n *corev1.Node) ([]byte, error) {
 }
 
 // completePods offers the pods of the namespace for POD.
-func completePods(kube *genericclioptions.ConfigFlags) cobra.CompletionFunc {
+func completePods(kube *kubeFlags) cobra.CompletionFunc {
 	return func(cmd *cobra.Command, args []string, toComplete string) ([]string, cobra.ShellCompDirective) {
 		if len(args) > 0 {
 			return nil, cobra.ShellCompDirectiveNoFileComp
 		}
-		ns, _, err := kube.ToRawKubeConfigLoader().Namespace()
+		ns, err := kube.kubeNamespace()
 		if err != nil {
 			return nil, cobra.ShellCompDirectiveNoFileComp
 		}
