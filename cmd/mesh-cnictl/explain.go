@@ -78,79 +78,109 @@ the cluster or the agent cannot be read; 2 for a usage error; 3 with
 	cmd.Flags().BoolVar(&checkRules, "check", false, "also ask the agent on the pod's node whether the pod's netns holds the rules (read-only; exit 3 when not)")
 	cmd.Flags().StringVar(&agentNS, "agent-namespace", agentNS, "namespace of the mesh-cni agent, for --check")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
-		if err := o.Validate(); err != nil {
-			return usageError{err}
-		}
-		if checkRules {
-			switch {
-			case len(args) == 0:
-				return usagef("--check needs a live pod: NAMESPACE/POD or -n NAMESPACE POD")
-			case o.ConfigPath != "" || o.Profile != "" || len(o.Annotations) > 0 || len(o.Labels) > 0 || o.Family != "":
-				return usagef("--check compares with what ADD writes with the node's entry for the live pod: --config, --profile, --annotation, --label and --family do not apply")
-			}
-		}
-		if err := out.validate(); err != nil {
-			return err
-		}
-		var node string
-		var pod *corev1.Pod
-		if len(args) == 1 {
-			if o.PodPath != "" {
-				return usagef("--pod and a pod name exclude each other")
-			}
-			var err error
-			if pod, err = fromCluster(cmd, kube, timeout, args[0], &o); err != nil {
-				return err
-			}
-			node = pod.Spec.NodeName
-		}
-		text, wide := out.text()
-		var buf bytes.Buffer
-		w := io.Writer(&buf)
-		if text {
-			w = cmd.OutOrStdout()
-			if len(o.Entry) > 0 && o.ConfigPath == "" && o.Profile == "" {
-				fmt.Fprintf(w, "chain entry: %s\n", o.EntrySource)
-				if wide {
-					fmt.Fprintf(w, "  %s\n", o.Entry)
-				}
-			}
-		}
-		res, err := explain.Explain(o, w)
-		if err != nil {
-			return err
-		}
-		var rep *finding.Report
-		if checkRules {
-			client, err := newClient(kube, timeout)
-			if err != nil {
-				return err
-			}
-			var where string
-			if rep, where, err = podRules(cmd.Context(), client, agentNS, pod); err != nil {
-				return err
-			}
-			if text {
-				if err := writeFindings(w, where, rep); err != nil {
-					return err
-				}
-			}
-		}
-		if !text {
-			if err := out.print(cmd.OutOrStdout(), "Explanation", struct {
-				Node string `json:"node,omitempty"`
-				*explain.Result
-				Check *finding.Report `json:"check,omitempty"`
-			}{node, res, rep}); err != nil {
-				return err
-			}
-		}
-		if rep != nil && rulesDiffer(rep) {
-			return errRulesDiffer
-		}
-		return nil
+		return runExplain(cmd, args, kube, &o, out, explainFlags{timeout: timeout, check: checkRules, agentNS: agentNS})
 	}
 	return cmd
+}
+
+// explainFlags are explain's own flags, besides the explain.Options.
+type explainFlags struct {
+	timeout time.Duration
+	check   bool
+	agentNS string
+}
+
+// validateExplain refuses a wrong command line before any API call.
+func validateExplain(args []string, o *explain.Options, out *output, f explainFlags) error {
+	if err := o.Validate(); err != nil {
+		return usageError{err}
+	}
+	if f.check {
+		switch {
+		case len(args) == 0:
+			return usagef("--check needs a live pod: NAMESPACE/POD or -n NAMESPACE POD")
+		case o.ConfigPath != "" || o.Profile != "" || len(o.Annotations) > 0 || len(o.Labels) > 0 || o.Family != "":
+			return usagef("--check compares with what ADD writes with the node's entry for the live pod: --config, --profile, --annotation, --label and --family do not apply")
+		}
+	}
+	if err := out.validate(); err != nil {
+		return err
+	}
+	if len(args) == 1 && o.PodPath != "" {
+		return usagef("--pod and a pod name exclude each other")
+	}
+	return nil
+}
+
+// runExplain explains a manifest or a live pod and, with --check, asks
+// the pod's agent whether its netns holds the rules.
+func runExplain(cmd *cobra.Command, args []string, kube *kubeFlags, o *explain.Options, out *output, f explainFlags) error {
+	if err := validateExplain(args, o, out, f); err != nil {
+		return err
+	}
+	var node string
+	var pod *corev1.Pod
+	if len(args) == 1 {
+		var err error
+		if pod, err = fromCluster(cmd, kube, f.timeout, args[0], o); err != nil {
+			return err
+		}
+		node = pod.Spec.NodeName
+	}
+	text, wide := out.text()
+	var buf bytes.Buffer
+	w := io.Writer(&buf)
+	if text {
+		w = cmd.OutOrStdout()
+		if len(o.Entry) > 0 && o.ConfigPath == "" && o.Profile == "" {
+			fmt.Fprintf(w, "chain entry: %s\n", o.EntrySource)
+			if wide {
+				fmt.Fprintf(w, "  %s\n", o.Entry)
+			}
+		}
+	}
+	res, err := explain.Explain(*o, w)
+	if err != nil {
+		return err
+	}
+	var rep *finding.Report
+	if f.check {
+		if rep, err = checkPod(cmd, kube, f, pod, text, w); err != nil {
+			return err
+		}
+	}
+	if !text {
+		if err := out.print(cmd.OutOrStdout(), "Explanation", struct {
+			Node string `json:"node,omitempty"`
+			*explain.Result
+			Check *finding.Report `json:"check,omitempty"`
+		}{node, res, rep}); err != nil {
+			return err
+		}
+	}
+	if rep != nil && rulesDiffer(rep) {
+		return errRulesDiffer
+	}
+	return nil
+}
+
+// checkPod is --check: the agent's report on the pod's netns, printed as
+// text unless -o names a printer.
+func checkPod(cmd *cobra.Command, kube *kubeFlags, f explainFlags, pod *corev1.Pod, text bool, w io.Writer) (*finding.Report, error) {
+	client, err := newClient(kube, f.timeout)
+	if err != nil {
+		return nil, err
+	}
+	rep, where, err := podRules(cmd.Context(), client, f.agentNS, pod)
+	if err != nil {
+		return nil, err
+	}
+	if text {
+		if err := writeFindings(w, where, rep); err != nil {
+			return nil, err
+		}
+	}
+	return rep, nil
 }
 
 // fromCluster reads the pod and, unless --config or --profile name the
