@@ -66,11 +66,7 @@ func judgeKuma(cfg Config, base rules.Spec, pod Pod) (judgement, error) {
 	// (kumahq/kuma v2.14.3 pkg/transparentproxy/config/config.go:885,
 	// utils.go:247-270). Generate keeps it only when IPv6 is redirected.
 	s.LoopbackAddrs = []netip.Prefix{kumaPassthrough6}
-	note, err := proxyIdentity(&s, pod, proxy)
-	if err != nil {
-		return judgement{}, err
-	}
-	return judgement{v: meshed, spec: s, note: note}, nil
+	return meshedAs(s, pod, proxy)
 }
 
 var kumaPassthrough6 = netip.MustParsePrefix("::6/128")

@@ -4,7 +4,6 @@ import (
 	"fmt"
 
 	"github.com/google/nftables"
-	"github.com/google/nftables/expr"
 	"github.com/google/nftables/userdata"
 
 	"github.com/mesh-cni/mesh-cni/internal/backend/finding"
@@ -135,13 +134,7 @@ func expected(b *builder, ch rules.Chain, families []rules.Family) ([]wantRule, 
 		}
 		lines := rules.NftRule(r, families)
 		for k, e := range es {
-			w := wantRule{sig: signature(e), comment: r.Comment}
-			for _, x := range e {
-				if l, ok := x.(*expr.Lookup); ok {
-					w.sets = append(w.sets, b.sets[l.SetID])
-				}
-			}
-			ws = append(ws, w)
+			ws = append(ws, b.want(e, r.Comment))
 			text := "comment \"" + r.Comment + "\""
 			if len(lines) == len(es) {
 				text = lines[k]

@@ -18,15 +18,11 @@ func AddLoopbackAddrs(ns *os.File, addrs []netip.Prefix) error {
 	if len(addrs) == 0 {
 		return nil
 	}
-	c, err := dial(ns)
+	c, lo, err := dialLoopback(ns)
 	if err != nil {
 		return err
 	}
 	defer c.Close()
-	lo, err := c.linkByName("lo")
-	if err != nil {
-		return fmt.Errorf("loopback: %w", err)
-	}
 	for _, a := range addrs {
 		if err := c.addrAdd(lo.index, a); err != nil && !errors.Is(err, unix.EEXIST) {
 			return fmt.Errorf("add %s to lo: %w", a, err)
@@ -40,15 +36,11 @@ func HasLoopbackAddrs(ns *os.File, addrs []netip.Prefix) error {
 	if len(addrs) == 0 {
 		return nil
 	}
-	c, err := dial(ns)
+	c, lo, err := dialLoopback(ns)
 	if err != nil {
 		return err
 	}
 	defer c.Close()
-	lo, err := c.linkByName("lo")
-	if err != nil {
-		return fmt.Errorf("loopback: %w", err)
-	}
 	msgs, err := c.dump(unix.RTM_GETADDR, ifaddrmsg(unix.AF_UNSPEC, 0, 0))
 	if err != nil {
 		return fmt.Errorf("list addresses: %w", err)
@@ -65,6 +57,20 @@ func HasLoopbackAddrs(ns *os.File, addrs []netip.Prefix) error {
 		}
 	}
 	return nil
+}
+
+// dialLoopback opens rtnetlink in the netns and finds its lo.
+func dialLoopback(ns *os.File) (*conn, link, error) {
+	c, err := dial(ns)
+	if err != nil {
+		return nil, link{}, err
+	}
+	lo, err := c.linkByName("lo")
+	if err != nil {
+		_ = c.Close()
+		return nil, link{}, fmt.Errorf("loopback: %w", err)
+	}
+	return c, lo, nil
 }
 
 // ifaddrmsg is struct ifaddrmsg (8 bytes): family, prefix length, flags,
