@@ -10,11 +10,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"sync"
 
 	"sigs.k8s.io/yaml"
+
+	"github.com/mesh-cni/mesh-cni/internal/testsupport/manifest"
 
 	"github.com/mesh-cni/mesh-cni/internal/testsupport/testenv"
 )
@@ -126,37 +127,10 @@ func ReadValues(path string) (map[string]any, error) {
 }
 
 // Object is one rendered Kubernetes object.
-type Object struct {
-	Source string // template path, from the "# Source:" comment
-	Kind   string
-	Name   string
-	Raw    map[string]any
-}
+type Object = manifest.Object
 
 // Objects splits a manifest into its objects, in order.
-func Objects(manifest string) ([]Object, error) {
-	var out []Object
-	for _, m := range docSep.Split(manifest, -1) {
-		src := ""
-		if i := strings.Index(m, "# Source: "); i >= 0 {
-			src = strings.TrimSpace(strings.SplitN(m[i+len("# Source: "):], "\n", 2)[0])
-		}
-		var raw map[string]any
-		if err := yaml.Unmarshal([]byte(m), &raw); err != nil {
-			return nil, fmt.Errorf("%s: %w", src, err)
-		}
-		if raw == nil {
-			continue
-		}
-		meta, _ := raw["metadata"].(map[string]any)
-		name, _ := meta["name"].(string)
-		kind, _ := raw["kind"].(string)
-		out = append(out, Object{Source: src, Kind: kind, Name: name, Raw: raw})
-	}
-	return out, nil
-}
-
-var docSep = regexp.MustCompile(`(?m)^---[ \t]*$`)
+func Objects(m string) ([]Object, error) { return manifest.Objects(m) }
 
 func or(s, def string) string {
 	if s == "" {
