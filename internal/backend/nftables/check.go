@@ -20,16 +20,11 @@ func (b *Backend) Check(netnsPath string, rs rules.RuleSet) error {
 	if err := validate.RuleSet(rs); err != nil {
 		return fmt.Errorf("invalid rule set: %w", err)
 	}
-	ns, _, err := openNS(netnsPath)
+	ns, c, done, err := openConn(netnsPath)
 	if err != nil {
 		return err
 	}
-	defer ns.Close()
-	c, err := dial(int(ns.Fd()))
-	if err != nil {
-		return err
-	}
-	defer func() { _ = c.CloseLasting() }()
+	defer done()
 	have, err := c.ListChainsOfTableFamily(table.Family)
 	if err != nil {
 		return fmt.Errorf("list nftables chains: %w", err)

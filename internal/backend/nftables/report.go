@@ -21,16 +21,11 @@ func (b *Backend) Report(netnsPath string, rs rules.RuleSet) ([]finding.Finding,
 	if err := validate.RuleSet(rs); err != nil {
 		return nil, fmt.Errorf("invalid rule set: %w", err)
 	}
-	ns, _, err := openNS(netnsPath)
+	ns, c, done, err := openConn(netnsPath)
 	if err != nil {
 		return nil, err
 	}
-	defer ns.Close()
-	c, err := dial(int(ns.Fd()))
-	if err != nil {
-		return nil, err
-	}
-	defer func() { _ = c.CloseLasting() }()
+	defer done()
 	var have []*nftables.Chain
 	if ok, err := haveTable(c); err != nil {
 		return nil, err
@@ -156,15 +151,10 @@ func describe(r *nftables.Rule) string {
 
 // HasTable reports whether the netns holds our table (one netlink dump).
 func HasTable(netnsPath string) (bool, error) {
-	ns, _, err := openNS(netnsPath)
+	_, c, done, err := openConn(netnsPath)
 	if err != nil {
 		return false, err
 	}
-	defer ns.Close()
-	c, err := dial(int(ns.Fd()))
-	if err != nil {
-		return false, err
-	}
-	defer func() { _ = c.CloseLasting() }()
+	defer done()
 	return haveTable(c)
 }
