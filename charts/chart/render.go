@@ -16,12 +16,11 @@ import (
 	"github.com/mesh-cni/mesh-cni/internal/testsupport/manifest"
 )
 
-// Release name, namespace and Kubernetes version the kustomize base and the
-// golden file are rendered with.
+// The release a render defaults to (manifest's).
 const (
-	BaseRelease   = "mesh-cni"
-	BaseNamespace = "mesh-cni"
-	KubeVersion   = "v1.34.0"
+	BaseRelease   = manifest.BaseRelease
+	BaseNamespace = manifest.BaseNamespace
+	KubeVersion   = manifest.KubeVersion
 )
 
 // Options says what to render.

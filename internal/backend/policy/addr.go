@@ -15,62 +15,54 @@ import (
 // an address already there is fine. They are not removed on DEL: the
 // mesh's own plugin never removes them, and they go with the netns.
 func AddLoopbackAddrs(ns *os.File, addrs []netip.Prefix) error {
-	if len(addrs) == 0 {
-		return nil
-	}
-	c, lo, err := dialLoopback(ns)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	for _, a := range addrs {
-		if err := c.addrAdd(lo.index, a); err != nil && !errors.Is(err, unix.EEXIST) {
-			return fmt.Errorf("add %s to lo: %w", a, err)
+	return onLoopback(ns, addrs, func(c *conn, lo link) error {
+		for _, a := range addrs {
+			if err := c.addrAdd(lo.index, a); err != nil && !errors.Is(err, unix.EEXIST) {
+				return fmt.Errorf("add %s to lo: %w", a, err)
+			}
 		}
-	}
-	return nil
+		return nil
+	})
 }
 
 // HasLoopbackAddrs names the first of addrs lo does not hold.
 func HasLoopbackAddrs(ns *os.File, addrs []netip.Prefix) error {
+	return onLoopback(ns, addrs, func(c *conn, lo link) error {
+		msgs, err := c.dump(unix.RTM_GETADDR, ifaddrmsg(unix.AF_UNSPEC, 0, 0))
+		if err != nil {
+			return fmt.Errorf("list addresses: %w", err)
+		}
+		have := map[netip.Prefix]bool{}
+		for _, m := range msgs {
+			if p, ok := parseAddr(m, lo.index); ok {
+				have[p] = true
+			}
+		}
+		for _, a := range addrs {
+			if !have[a] {
+				return fmt.Errorf("address %s on lo is missing", a)
+			}
+		}
+		return nil
+	})
+}
+
+// onLoopback runs f with rtnetlink in the netns and its lo; nothing to do
+// without addrs.
+func onLoopback(ns *os.File, addrs []netip.Prefix, f func(c *conn, lo link) error) error {
 	if len(addrs) == 0 {
 		return nil
 	}
-	c, lo, err := dialLoopback(ns)
+	c, err := dial(ns)
 	if err != nil {
 		return err
 	}
 	defer c.Close()
-	msgs, err := c.dump(unix.RTM_GETADDR, ifaddrmsg(unix.AF_UNSPEC, 0, 0))
-	if err != nil {
-		return fmt.Errorf("list addresses: %w", err)
-	}
-	have := map[netip.Prefix]bool{}
-	for _, m := range msgs {
-		if p, ok := parseAddr(m, lo.index); ok {
-			have[p] = true
-		}
-	}
-	for _, a := range addrs {
-		if !have[a] {
-			return fmt.Errorf("address %s on lo is missing", a)
-		}
-	}
-	return nil
-}
-
-// dialLoopback opens rtnetlink in the netns and finds its lo.
-func dialLoopback(ns *os.File) (*conn, link, error) {
-	c, err := dial(ns)
-	if err != nil {
-		return nil, link{}, err
-	}
 	lo, err := c.linkByName("lo")
 	if err != nil {
-		_ = c.Close()
-		return nil, link{}, fmt.Errorf("loopback: %w", err)
+		return fmt.Errorf("loopback: %w", err)
 	}
-	return c, lo, nil
+	return f(c, lo)
 }
 
 // ifaddrmsg is struct ifaddrmsg (8 bytes): family, prefix length, flags,

@@ -16,16 +16,14 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/mesh-cni/mesh-cni/internal/testsupport/manifest"
-
 	"github.com/mesh-cni/mesh-cni/internal/testsupport/testenv"
 )
 
-// Release name, namespace and Kubernetes version a render defaults to, the
-// chart module's too.
+// The release a render defaults to (manifest's).
 const (
-	BaseRelease   = "mesh-cni"
-	BaseNamespace = "mesh-cni"
-	KubeVersion   = "v1.34.0"
+	BaseRelease   = manifest.BaseRelease
+	BaseNamespace = manifest.BaseNamespace
+	KubeVersion   = manifest.KubeVersion
 )
 
 // Options says what to render.

@@ -1,7 +1,8 @@
-// Package manifest splits a rendered chart (`helm template` output) into
-// its objects. The chart module's in-process render and the product
-// module's helmcli both use it, so the product module shares the code
-// without linking Helm.
+// Package manifest is what the chart's two renderers share: the chart
+// module's in-process render (charts/chart) and the product module's
+// `helm template` (helmcli), so the product module shares it without
+// linking Helm. It holds the release a render defaults to and splits a
+// rendered chart into its objects.
 package manifest
 
 import (
@@ -10,6 +11,14 @@ import (
 	"strings"
 
 	"sigs.k8s.io/yaml"
+)
+
+// Release name, namespace and Kubernetes version a render defaults to (the
+// kustomize base and the golden file are rendered with them).
+const (
+	BaseRelease   = "mesh-cni"
+	BaseNamespace = "mesh-cni"
+	KubeVersion   = "v1.34.0"
 )
 
 // Object is one rendered Kubernetes object.
