@@ -5,7 +5,6 @@ package chart
 
 import (
 	"fmt"
-	"regexp"
 	"strings"
 
 	"helm.sh/helm/v3/pkg/chart/loader"
@@ -13,15 +12,15 @@ import (
 	"helm.sh/helm/v3/pkg/engine"
 	"helm.sh/helm/v3/pkg/release"
 	"helm.sh/helm/v3/pkg/releaseutil"
-	"sigs.k8s.io/yaml"
+
+	"github.com/mesh-cni/mesh-cni/internal/testsupport/manifest"
 )
 
-// Release name, namespace and Kubernetes version the kustomize base and the
-// golden file are rendered with.
+// The release a render defaults to (manifest's).
 const (
-	BaseRelease   = "mesh-cni"
-	BaseNamespace = "mesh-cni"
-	KubeVersion   = "v1.34.0"
+	BaseRelease   = manifest.BaseRelease
+	BaseNamespace = manifest.BaseNamespace
+	KubeVersion   = manifest.KubeVersion
 )
 
 // Options says what to render.
@@ -120,42 +119,10 @@ func ReadValues(path string) (map[string]any, error) {
 }
 
 // Object is one rendered Kubernetes object.
-type Object struct {
-	Source string // template path, from the "# Source:" comment
-	Kind   string
-	Name   string
-	Raw    map[string]any
-}
+type Object = manifest.Object
 
 // Objects splits a manifest into its objects, in order.
-func Objects(manifest string) ([]Object, error) {
-	var out []Object
-	for _, m := range docSep.Split(manifest, -1) {
-		src := ""
-		if i := strings.Index(m, "# Source: "); i >= 0 {
-			src = strings.TrimSpace(strings.SplitN(m[i+len("# Source: "):], "\n", 2)[0])
-		}
-		var raw map[string]any
-		if err := yaml.Unmarshal([]byte(m), &raw); err != nil {
-			return nil, fmt.Errorf("%s: %w", src, err)
-		}
-		if raw == nil {
-			continue
-		}
-		meta, _ := raw["metadata"].(map[string]any)
-		name, _ := meta["name"].(string)
-		kind, _ := raw["kind"].(string)
-		out = append(out, Object{Source: src, Kind: kind, Name: name, Raw: raw})
-	}
-	return out, nil
-}
-
-var docSep = regexp.MustCompile(`(?m)^---[ \t]*$`)
-
-// FileName is the name of an object's file in the kustomize base.
-func (o Object) FileName() string {
-	return strings.ToLower(o.Kind) + "-" + o.Name + ".yaml"
-}
+func Objects(m string) ([]Object, error) { return manifest.Objects(m) }
 
 func or(s, def string) string {
 	if s == "" {

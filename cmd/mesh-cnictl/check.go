@@ -1,21 +1,17 @@
 package main
 
 import (
-	"fmt"
 	"os"
 	"os/signal"
 	"time"
 
 	"github.com/spf13/cobra"
-	"k8s.io/cli-runtime/pkg/genericclioptions"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 
 	"github.com/mesh-cni/mesh-cni/internal/ctl/check"
 	"github.com/mesh-cni/mesh-cni/internal/version"
 )
 
-func newCheck(kube *genericclioptions.ConfigFlags) *cobra.Command {
+func newCheck(kube *kubeFlags) *cobra.Command {
 	var (
 		pre     bool
 		chained = true
@@ -40,7 +36,7 @@ every check passes, 1 when one fails, 2 for a wrong command line.`,
 		if err := out.validate(); err != nil {
 			return err
 		}
-		namespace := *kube.Namespace
+		namespace := kube.namespace()
 		if namespace == "" {
 			namespace = check.DefaultNamespace
 		}
@@ -81,19 +77,4 @@ every check passes, 1 when one fails, 2 for a wrong command line.`,
 		return nil
 	}
 	return cmd
-}
-
-// newClient loads the kubeconfig the way kubectl does, with the kube
-// flags; timeout bounds each call unless --request-timeout says otherwise.
-func newClient(kube *genericclioptions.ConfigFlags, timeout time.Duration) (kubernetes.Interface, error) {
-	cfg, err := kube.ToRESTConfig()
-	if err != nil {
-		return nil, fmt.Errorf("load kubeconfig: %w", err)
-	}
-	cfg = rest.CopyConfig(cfg)
-	if cfg.Timeout == 0 {
-		cfg.Timeout = timeout
-	}
-	cfg.UserAgent = "mesh-cnictl/" + version.Version
-	return kubernetes.NewForConfig(cfg)
 }

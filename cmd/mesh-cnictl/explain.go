@@ -11,7 +11,6 @@ import (
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/cli-runtime/pkg/genericclioptions"
 
 	"github.com/mesh-cni/mesh-cni/internal/backend/finding"
 	"github.com/mesh-cni/mesh-cni/internal/ctl/check"
@@ -21,7 +20,7 @@ import (
 // newExplain is "what would ADD do for this pod". It lives here, not in the
 // plugin, so the binary the runtime execs per pod does not carry a manifest
 // parser; one tool answers both "is the node right" and "what would ADD do".
-func newExplain(kube *genericclioptions.ConfigFlags) *cobra.Command {
+func newExplain(kube *kubeFlags) *cobra.Command {
 	o := explain.NewOptions()
 	timeout := 10 * time.Second
 	var checkRules bool
@@ -79,94 +78,124 @@ the cluster or the agent cannot be read; 2 for a usage error; 3 with
 	cmd.Flags().BoolVar(&checkRules, "check", false, "also ask the agent on the pod's node whether the pod's netns holds the rules (read-only; exit 3 when not)")
 	cmd.Flags().StringVar(&agentNS, "agent-namespace", agentNS, "namespace of the mesh-cni agent, for --check")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
-		if err := o.Validate(); err != nil {
-			return usageError{err}
-		}
-		if checkRules {
-			switch {
-			case len(args) == 0:
-				return usagef("--check needs a live pod: NAMESPACE/POD or -n NAMESPACE POD")
-			case o.ConfigPath != "" || o.Profile != "" || len(o.Annotations) > 0 || len(o.Labels) > 0 || o.Family != "":
-				return usagef("--check compares with what ADD writes with the node's entry for the live pod: --config, --profile, --annotation, --label and --family do not apply")
-			}
-		}
-		if err := out.validate(); err != nil {
-			return err
-		}
-		var node string
-		var pod *corev1.Pod
-		if len(args) == 1 {
-			if o.PodPath != "" {
-				return usagef("--pod and a pod name exclude each other")
-			}
-			var err error
-			if pod, err = fromCluster(cmd, kube, timeout, args[0], &o); err != nil {
-				return err
-			}
-			node = pod.Spec.NodeName
-		}
-		text, wide := out.text()
-		var buf bytes.Buffer
-		w := io.Writer(&buf)
-		if text {
-			w = cmd.OutOrStdout()
-			if len(o.Entry) > 0 && o.ConfigPath == "" && o.Profile == "" {
-				fmt.Fprintf(w, "chain entry: %s\n", o.EntrySource)
-				if wide {
-					fmt.Fprintf(w, "  %s\n", o.Entry)
-				}
-			}
-		}
-		res, err := explain.Explain(o, w)
-		if err != nil {
-			return err
-		}
-		var rep *finding.Report
-		if checkRules {
-			client, err := newClient(kube, timeout)
-			if err != nil {
-				return err
-			}
-			var where string
-			if rep, where, err = podRules(cmd.Context(), client, agentNS, pod); err != nil {
-				return err
-			}
-			if text {
-				if err := writeFindings(w, where, rep); err != nil {
-					return err
-				}
-			}
-		}
-		if !text {
-			if err := out.print(cmd.OutOrStdout(), "Explanation", struct {
-				Node string `json:"node,omitempty"`
-				*explain.Result
-				Check *finding.Report `json:"check,omitempty"`
-			}{node, res, rep}); err != nil {
-				return err
-			}
-		}
-		if rep != nil && rulesDiffer(rep) {
-			return errRulesDiffer
-		}
-		return nil
+		return runExplain(cmd, args, kube, &o, out, explainFlags{timeout: timeout, check: checkRules, agentNS: agentNS})
 	}
 	return cmd
+}
+
+// explainFlags are explain's own flags, besides the explain.Options.
+type explainFlags struct {
+	timeout time.Duration
+	check   bool
+	agentNS string
+}
+
+// validateExplain refuses a wrong command line before any API call.
+func validateExplain(args []string, o *explain.Options, out *output, f explainFlags) error {
+	if err := o.Validate(); err != nil {
+		return usageError{err}
+	}
+	if f.check {
+		switch {
+		case len(args) == 0:
+			return usagef("--check needs a live pod: NAMESPACE/POD or -n NAMESPACE POD")
+		case o.ConfigPath != "" || o.Profile != "" || len(o.Annotations) > 0 || len(o.Labels) > 0 || o.Family != "":
+			return usagef("--check compares with what ADD writes with the node's entry for the live pod: --config, --profile, --annotation, --label and --family do not apply")
+		}
+	}
+	if err := out.validate(); err != nil {
+		return err
+	}
+	if len(args) == 1 && o.PodPath != "" {
+		return usagef("--pod and a pod name exclude each other")
+	}
+	return nil
+}
+
+// runExplain explains a manifest or a live pod and, with --check, asks
+// the pod's agent whether its netns holds the rules.
+func runExplain(cmd *cobra.Command, args []string, kube *kubeFlags, o *explain.Options, out *output, f explainFlags) error {
+	if err := validateExplain(args, o, out, f); err != nil {
+		return err
+	}
+	var node string
+	var pod *corev1.Pod
+	if len(args) == 1 {
+		var err error
+		if pod, err = fromCluster(cmd, kube, f.timeout, args[0], o); err != nil {
+			return err
+		}
+		node = pod.Spec.NodeName
+	}
+	text, wide := out.text()
+	var buf bytes.Buffer
+	w := io.Writer(&buf)
+	if text {
+		w = cmd.OutOrStdout()
+		if len(o.Entry) > 0 && o.ConfigPath == "" && o.Profile == "" {
+			fmt.Fprintf(w, "chain entry: %s\n", o.EntrySource)
+			if wide {
+				fmt.Fprintf(w, "  %s\n", o.Entry)
+			}
+		}
+	}
+	res, err := explain.Explain(*o, w)
+	if err != nil {
+		return err
+	}
+	var rep *finding.Report
+	if f.check {
+		if rep, err = checkPod(cmd, kube, f, pod, text, w); err != nil {
+			return err
+		}
+	}
+	if !text {
+		if err := out.print(cmd.OutOrStdout(), "Explanation", struct {
+			Node string `json:"node,omitempty"`
+			*explain.Result
+			Check *finding.Report `json:"check,omitempty"`
+		}{node, res, rep}); err != nil {
+			return err
+		}
+	}
+	if rep != nil && rulesDiffer(rep) {
+		return errRulesDiffer
+	}
+	return nil
+}
+
+// checkPod is --check: the agent's report on the pod's netns, printed as
+// text unless -o names a printer.
+func checkPod(cmd *cobra.Command, kube *kubeFlags, f explainFlags, pod *corev1.Pod, text bool, w io.Writer) (*finding.Report, error) {
+	client, err := newClient(kube, f.timeout)
+	if err != nil {
+		return nil, err
+	}
+	rep, where, err := podRules(cmd.Context(), client, f.agentNS, pod)
+	if err != nil {
+		return nil, err
+	}
+	if text {
+		if err := writeFindings(w, where, rep); err != nil {
+			return nil, err
+		}
+	}
+	return rep, nil
 }
 
 // fromCluster reads the pod and, unless --config or --profile name the
 // settings, the chain entry its node's agent published. It returns the
 // pod.
-func fromCluster(cmd *cobra.Command, kube *genericclioptions.ConfigFlags, timeout time.Duration, arg string, o *explain.Options) (*corev1.Pod, error) {
+func fromCluster(cmd *cobra.Command, kube *kubeFlags, timeout time.Duration, arg string, o *explain.Options) (*corev1.Pod, error) {
 	ns, name, ok := strings.Cut(arg, "/")
 	if !ok {
 		name = arg
 		var err error
-		if ns, _, err = kube.ToRawKubeConfigLoader().Namespace(); err != nil {
+		if ns, err = kube.kubeNamespace(); err != nil {
 			return nil, fmt.Errorf("namespace from the kubeconfig: %w", err)
 		}
-	} else if *kube.Namespace != "" && *kube.Namespace != ns {
-		return nil, usagef("%s names namespace %s, -n names %s", arg, ns, *kube.Namespace)
+	} else if n := kube.namespace(); n != "" && n != ns {
+		return nil, usagef("%s names namespace %s, -n names %s", arg, ns, n)
 	}
 	if ns == "" || name == "" {
 		return nil, usagef("%q: want POD or NAMESPACE/POD", arg)
@@ -221,12 +250,12 @@ func nodeEntry(n *corev1.Node) ([]byte, error) {
 }
 
 // completePods offers the pods of the namespace for POD.
-func completePods(kube *genericclioptions.ConfigFlags) cobra.CompletionFunc {
+func completePods(kube *kubeFlags) cobra.CompletionFunc {
 	return func(cmd *cobra.Command, args []string, toComplete string) ([]string, cobra.ShellCompDirective) {
 		if len(args) > 0 {
 			return nil, cobra.ShellCompDirectiveNoFileComp
 		}
-		ns, _, err := kube.ToRawKubeConfigLoader().Namespace()
+		ns, err := kube.kubeNamespace()
 		if err != nil {
 			return nil, cobra.ShellCompDirectiveNoFileComp
 		}

@@ -3,9 +3,9 @@
 // binary so the plugin itself stays small and free of client-go.
 //
 // The same binary is the kubectl plugin kubectl-mesh_cni ("kubectl
-// mesh-cni"): it is built on cobra and k8s.io/cli-runtime, as kubectl and
-// its plugins are, so the kube flags (--kubeconfig, --context, -n, --as,
-// ...) and the -o formats mean what they mean to kubectl. The name it is
+// mesh-cni"): it is built on cobra and client-go's clientcmd, as kubectl
+// is, so the kube flags (--kubeconfig, --context, -n, --as, ...) and the -o
+// formats mean what they mean to kubectl. The name it is
 // run under changes only how its help names it.
 package main
 
@@ -18,7 +18,6 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
-	"k8s.io/cli-runtime/pkg/genericclioptions"
 )
 
 // Exit codes: 1 a check failed (or the cluster could not be read), 2 the
@@ -86,7 +85,7 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 	if strings.HasPrefix(progName, "kubectl-") {
 		name, display = PluginName, "kubectl mesh-cni"
 	}
-	kube := genericclioptions.NewConfigFlags(true)
+	kube := newKubeFlags()
 	root := &cobra.Command{
 		Use:   name,
 		Short: "Check and explain mesh-cni",
@@ -104,7 +103,7 @@ agents' versions.`,
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
-	kube.AddFlags(root.PersistentFlags())
+	kube.addFlags(root.PersistentFlags())
 	root.AddCommand(newCheck(kube), newExplain(kube), newVersion(kube))
 	root.InitDefaultCompletionCmd()
 	for _, c := range root.Commands() {

@@ -7,11 +7,11 @@ import (
 	"io"
 	"strconv"
 	"strings"
+	"text/tabwriter"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/cli-runtime/pkg/printers"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/mesh-cni/mesh-cni/internal/backend/finding"
@@ -93,7 +93,8 @@ func writeFindings(w io.Writer, where string, rep *finding.Report) error {
 	if rep.Decision != "" && rep.Reason != "" {
 		fmt.Fprintf(w, "  the agent decides: %s (%s)\n", rep.Decision, rep.Reason)
 	}
-	tw := printers.GetNewTabWriter(w)
+	// kubectl's table layout; one Flush, so no widths to remember.
+	tw := tabwriter.NewWriter(w, 6, 4, 3, ' ', 0)
 	fmt.Fprintln(tw, "STATE\tFAMILY\tTABLE\tCHAIN\tRULE")
 	for _, f := range rep.Findings {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", f.State, f.Family, f.Table, f.Chain, f.Rule)

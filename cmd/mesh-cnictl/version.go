@@ -9,7 +9,6 @@ import (
 
 	"github.com/spf13/cobra"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/cli-runtime/pkg/genericclioptions"
 
 	"github.com/mesh-cni/mesh-cni/internal/ctl/check"
 	"github.com/mesh-cni/mesh-cni/internal/version"
@@ -35,7 +34,7 @@ type agentOnNode struct {
 	Backend string `json:"backend,omitempty"`
 }
 
-func newVersion(kube *genericclioptions.ConfigFlags) *cobra.Command {
+func newVersion(kube *kubeFlags) *cobra.Command {
 	var clientOnly bool
 	timeout := 10 * time.Second
 	cmd := &cobra.Command{
@@ -79,7 +78,7 @@ the nodes cannot be read (the client's line is printed first).`,
 	return cmd
 }
 
-func agentVersions(cmd *cobra.Command, kube *genericclioptions.ConfigFlags, timeout time.Duration) ([]agentOnNode, error) {
+func agentVersions(cmd *cobra.Command, kube *kubeFlags, timeout time.Duration) ([]agentOnNode, error) {
 	client, err := newClient(kube, timeout)
 	if err != nil {
 		return nil, fmt.Errorf("agents' versions: %w (--client for the client only)", err)

@@ -309,30 +309,7 @@ func decodeMeshes(raw json.RawMessage) (map[string]mesh.Config, error) {
 	if dec.Decode(&all) == nil && known(all) {
 		return all, nil
 	}
-	var byName map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &byName); err != nil {
-		return nil, types.NewError(types.ErrDecodingFailure, "failed to decode \"meshes\"", err.Error())
-	}
-	out := map[string]mesh.Config{}
-	for _, name := range slices.Sorted(maps.Keys(byName)) {
-		if !slices.Contains(mesh.Profiles, name) {
-			return nil, types.NewError(types.ErrUnsupportedField,
-				fmt.Sprintf("unknown mesh profile %q in \"meshes\"", Clip(name)),
-				"known profiles: "+strings.Join(mesh.Profiles, ", "))
-		}
-		var mc mesh.Config
-		dec := json.NewDecoder(bytes.NewReader(byName[name]))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&mc); err != nil {
-			if strings.HasPrefix(err.Error(), "json: unknown field") {
-				return nil, types.NewError(types.ErrUnsupportedField,
-					fmt.Sprintf("meshes.%s: unsupported key %s", name, Clip(strings.TrimPrefix(err.Error(), "json: unknown field "))), "")
-			}
-			return nil, types.NewError(types.ErrDecodingFailure, fmt.Sprintf("failed to decode meshes.%s", name), err.Error())
-		}
-		out[name] = mc
-	}
-	return out, nil
+	return decodeByProfile(raw, true)
 }
 
 // decodeResolvedMeshes reads "meshes" of an entry the agent wrote. The
@@ -345,17 +322,38 @@ func decodeResolvedMeshes(raw json.RawMessage) (map[string]mesh.Config, error) {
 	if len(raw) == 0 || string(raw) == "null" {
 		return nil, nil
 	}
+	return decodeByProfile(raw, false)
+}
+
+// decodeByProfile decodes "meshes" profile by profile, in name order, so an
+// error names the profile. strict refuses a profile or key this plugin
+// does not know; otherwise they are left out.
+func decodeByProfile(raw json.RawMessage, strict bool) (map[string]mesh.Config, error) {
 	var byName map[string]json.RawMessage
 	if err := json.Unmarshal(raw, &byName); err != nil {
 		return nil, types.NewError(types.ErrDecodingFailure, "failed to decode \"meshes\"", err.Error())
 	}
 	out := map[string]mesh.Config{}
 	for _, name := range slices.Sorted(maps.Keys(byName)) {
-		if !slices.Contains(mesh.Profiles, name) {
+		switch {
+		case slices.Contains(mesh.Profiles, name):
+		case strict:
+			return nil, types.NewError(types.ErrUnsupportedField,
+				fmt.Sprintf("unknown mesh profile %q in \"meshes\"", Clip(name)),
+				"known profiles: "+strings.Join(mesh.Profiles, ", "))
+		default:
 			continue
 		}
 		var mc mesh.Config
-		if err := json.Unmarshal(byName[name], &mc); err != nil {
+		dec := json.NewDecoder(bytes.NewReader(byName[name]))
+		if strict {
+			dec.DisallowUnknownFields()
+		}
+		if err := dec.Decode(&mc); err != nil {
+			if strict && strings.HasPrefix(err.Error(), "json: unknown field") {
+				return nil, types.NewError(types.ErrUnsupportedField,
+					fmt.Sprintf("meshes.%s: unsupported key %s", name, Clip(strings.TrimPrefix(err.Error(), "json: unknown field "))), "")
+			}
 			return nil, types.NewError(types.ErrDecodingFailure, fmt.Sprintf("failed to decode meshes.%s", name), err.Error())
 		}
 		out[name] = mc

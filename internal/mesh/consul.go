@@ -234,9 +234,5 @@ func judgeConsul(cfg Config, base rules.Spec, pod Pod) (judgement, error) {
 	if err != nil {
 		return judgement{}, annErr(ConsulRedirectConfig, raw, err)
 	}
-	note, err := proxyIdentity(&base, pod, proxy)
-	if err != nil {
-		return judgement{}, err
-	}
-	return judgement{v: meshed, spec: base, note: note}, nil
+	return meshedAs(base, pod, proxy)
 }

@@ -30,9 +30,5 @@ func judgeCustom(cfg Config, base rules.Spec, pod Pod) (judgement, error) {
 	} else if !pod.SpecKnown && !trusted(cfg) {
 		return judgement{v: needSpec}, nil
 	}
-	note, err := proxyIdentity(&base, pod, proxy)
-	if err != nil {
-		return judgement{}, err
-	}
-	return judgement{v: meshed, spec: base, note: note}, nil
+	return meshedAs(base, pod, proxy)
 }

@@ -31,6 +31,16 @@ func (e *IdentityError) Error() string {
 	return fmt.Sprintf("container %s runs as uid %d, the proxy's exempt uid: its traffic would bypass the proxy", e.Container, e.UID)
 }
 
+// meshedAs is the verdict on a meshed pod: spec s with the proxy's
+// identity (proxyIdentity), the note saying why a GID is not exempt.
+func meshedAs(s rules.Spec, pod Pod, proxy *Container) (judgement, error) {
+	note, err := proxyIdentity(&s, pod, proxy)
+	if err != nil {
+		return judgement{}, err
+	}
+	return judgement{v: meshed, spec: s, note: note}, nil
+}
+
 // proxyIdentity sets the exempt identity from what the proxy runs as: its
 // runAsUser/runAsGroup (container over pod, already merged), else the
 // configured default. Zero is ignored (a root proxy would exempt every root

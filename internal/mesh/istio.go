@@ -93,11 +93,7 @@ func judgeIstio(cfg Config, base rules.Spec, pod Pod) (judgement, error) {
 	if err != nil {
 		return judgement{}, err
 	}
-	note, err := proxyIdentity(&s, pod, proxy)
-	if err != nil {
-		return judgement{}, err
-	}
-	return judgement{v: meshed, spec: s, note: note}, nil
+	return meshedAs(s, pod, proxy)
 }
 
 // sidecarArgs: istio-proxy runs "proxy sidecar"; "proxy router" is a

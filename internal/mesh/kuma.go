@@ -66,11 +66,7 @@ func judgeKuma(cfg Config, base rules.Spec, pod Pod) (judgement, error) {
 	// (kumahq/kuma v2.14.3 pkg/transparentproxy/config/config.go:885,
 	// utils.go:247-270). Generate keeps it only when IPv6 is redirected.
 	s.LoopbackAddrs = []netip.Prefix{kumaPassthrough6}
-	note, err := proxyIdentity(&s, pod, proxy)
-	if err != nil {
-		return judgement{}, err
-	}
-	return judgement{v: meshed, spec: s, note: note}, nil
+	return meshedAs(s, pod, proxy)
 }
 
 var kumaPassthrough6 = netip.MustParsePrefix("::6/128")
@@ -100,13 +96,39 @@ func kumaSpec(s rules.Spec, ann map[string]string) (rules.Spec, bool, error) {
 	return kumaLegacySpec(s, ann)
 }
 
+// kumaLegacySpec reads kuma-cni's per-field annotations, in kuma-cni's
+// order, so the first error is the one it reports.
 func kumaLegacySpec(s rules.Spec, ann map[string]string) (rules.Spec, bool, error) {
-	get := func(key, def string) string {
-		if v, ok := ann[key]; ok {
-			return v
-		}
-		return def
+	a := kumaAnn(ann)
+	if err := a.proxy(&s); err != nil {
+		return s, false, err
 	}
+	gateway, err := kumaFlag(ann, KumaGateway)
+	if err != nil {
+		return s, false, err
+	}
+	if err := a.inbound(&s, gateway); err != nil {
+		return s, false, err
+	}
+	if err := a.outbound(&s); err != nil {
+		return s, false, err
+	}
+	return s, !gateway, nil
+}
+
+// kumaAnn is a pod's annotations as kuma-cni's per-field reader sees them.
+type kumaAnn map[string]string
+
+// get is the annotation, or def when the pod has none.
+func (ann kumaAnn) get(key, def string) string {
+	if v, ok := ann[key]; ok {
+		return v
+	}
+	return def
+}
+
+// proxy reads the proxy's ports, UID and the IP family mode.
+func (ann kumaAnn) proxy(s *rules.Spec) error {
 	var err error
 	for _, id := range []struct {
 		key string
@@ -114,33 +136,36 @@ func kumaLegacySpec(s rules.Spec, ann map[string]string) (rules.Spec, bool, erro
 	}{{KumaInboundPort, &s.InboundPort}, {KumaOutboundPort, &s.OutboundPort}, {KumaBuiltinDNSPort, &s.DNSPort}} {
 		if v, ok := ann[id.key]; ok {
 			if *id.dst, err = parsePort(v); err != nil {
-				return s, false, annErr(id.key, v, err)
+				return annErr(id.key, v, err)
 			}
 		}
 	}
 	if v, ok := ann[KumaSidecarUID]; ok {
 		if s.ProxyUID, err = parseID(v); err != nil {
-			return s, false, annErr(KumaSidecarUID, v, err)
+			return annErr(KumaSidecarUID, v, err)
 		}
 	}
 	if v, ok := ann[KumaIPFamilyMode]; ok {
 		// kuma-cni refuses an empty mode here (annotations_linux.go:175-178).
 		if err := kumaFamilyMode(v); err != nil || v == "" {
-			return s, false, annErr(KumaIPFamilyMode, v, fmt.Errorf("want dualstack or ipv4"))
+			return annErr(KumaIPFamilyMode, v, fmt.Errorf("want dualstack or ipv4"))
 		}
 	}
-	gateway, err := kumaFlag(ann, KumaGateway)
-	if err != nil {
-		return s, false, err
-	}
+	return nil
+}
+
+// inbound reads the inbound exclusions (none for a gateway, whose inbound
+// is not redirected).
+func (ann kumaAnn) inbound(s *rules.Spec, gateway bool) error {
+	var err error
 	// kuma-cni reads the inbound exclusions only when inbound is
 	// redirected, the probe proxy's port appended (injector_linux.go:128-139,
 	// annotations_linux.go:249-261); an empty result fails its ADD.
-	inExclude := get(KumaExcludeInbound, kumaLegacyExclude)
-	probe := get(KumaProbeProxyPort, kumaLegacyProbePort)
+	inExclude := ann.get(KumaExcludeInbound, kumaLegacyExclude)
+	probe := ann.get(KumaProbeProxyPort, kumaLegacyProbePort)
 	if probe != "0" {
 		if _, err := kumaLegacyPortList(probe); err != nil || strings.Contains(probe, ",") {
-			return s, false, annErr(KumaProbeProxyPort, probe, fmt.Errorf("want one port from 1 to %d, or 0 for none", MaxPort))
+			return annErr(KumaProbeProxyPort, probe, fmt.Errorf("want one port from 1 to %d, or 0 for none", MaxPort))
 		}
 		if strings.TrimSpace(inExclude) == "" {
 			inExclude = probe
@@ -152,25 +177,32 @@ func kumaLegacySpec(s rules.Spec, ann map[string]string) (rules.Spec, bool, erro
 		// Checked anyway, as kuma-cni checks every annotation it knows
 		// (annotations_linux.go:188-202, validatePortList).
 		if _, err := kumaLegacyPortList(strings.ReplaceAll(v, " ", "")); err != nil && strings.TrimSpace(v) != "" {
-			return s, false, annErr(KumaExcludeInbound, v, err)
+			return annErr(KumaExcludeInbound, v, err)
 		}
 	}
 	if !gateway {
 		if s.IgnoreInbound, err = kumaLegacyPortList(inExclude); err != nil {
-			key, v := KumaExcludeInbound, get(KumaExcludeInbound, kumaLegacyExclude)
+			key, v := KumaExcludeInbound, ann.get(KumaExcludeInbound, kumaLegacyExclude)
 			if strings.TrimSpace(v) == "" && probe == "0" {
 				err = fmt.Errorf("%w (with %s \"0\" nothing is left)", err, KumaProbeProxyPort)
 			}
-			return s, false, annErr(key, v, err)
+			return annErr(key, v, err)
 		}
 	}
-	out := get(KumaExcludeOutbound, kumaLegacyExclude)
+	return nil
+}
+
+// outbound reads the outbound exclusions, the exempt UIDs and IPs, DNS
+// capture and the drop of invalid packets.
+func (ann kumaAnn) outbound(s *rules.Spec) error {
+	var err error
+	out := ann.get(KumaExcludeOutbound, kumaLegacyExclude)
 	if s.IgnoreOutbound, err = kumaLegacyPortList(out); err != nil {
-		return s, false, annErr(KumaExcludeOutbound, out, err)
+		return annErr(KumaExcludeOutbound, out, err)
 	}
 	if v, ok := ann[KumaExcludeOutForUIDs]; ok {
 		if s.ExemptUIDs, err = kumaUIDExclusions(strings.Split(v, ";")); err != nil {
-			return s, false, annErr(KumaExcludeOutForUIDs, v, err)
+			return annErr(KumaExcludeOutForUIDs, v, err)
 		}
 	}
 	for _, l := range []struct {
@@ -182,19 +214,19 @@ func kumaLegacySpec(s rules.Spec, ann map[string]string) (rules.Spec, bool, erro
 			continue
 		}
 		if strings.TrimSpace(v) == "" { // annotations_linux.go:125-130
-			return s, false, annErr(l.key, v, fmt.Errorf("IPs cannot be empty"))
+			return annErr(l.key, v, fmt.Errorf("IPs cannot be empty"))
 		}
 		if *l.dst, err = ParseCIDRs(v); err != nil {
-			return s, false, annErr(l.key, v, err)
+			return annErr(l.key, v, err)
 		}
 	}
 	if s.CaptureDNS, err = kumaFlag(ann, KumaBuiltinDNS); err != nil {
-		return s, false, err
+		return err
 	}
 	if s.DropInvalid, err = kumaFlag(ann, KumaDropInvalid); err != nil {
-		return s, false, err
+		return err
 	}
-	return s, !gateway, nil
+	return nil
 }
 
 // kumaLegacyPortList reads kuma-cni's per-field port lists: plain ports

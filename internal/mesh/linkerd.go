@@ -48,11 +48,7 @@ func judgeLinkerd(cfg Config, base rules.Spec, pod Pod) (judgement, error) {
 	if err != nil {
 		return judgement{}, err
 	}
-	note, err := proxyIdentity(&s, pod, proxy)
-	if err != nil {
-		return judgement{}, err
-	}
-	return judgement{v: meshed, spec: s, note: note}, nil
+	return meshedAs(s, pod, proxy)
 }
 
 // linkerdSpec applies the pod's annotations: skip-inbound-ports adds to the

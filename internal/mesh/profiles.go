@@ -27,97 +27,6 @@ func OnWhenConfigured(name string) bool { return name == Custom }
 
 func ptr[T any](v T) *T { return &v }
 
-// Defaults returns a profile's built-in settings.
-func Defaults(name string) (Config, error) {
-	switch name {
-	case Linkerd:
-		return Config{
-			Enabled:      ptr(true),
-			Sidecar:      "linkerd-proxy",
-			ProxyUID:     ptr(int64(2102)),
-			InboundPort:  4143,
-			OutboundPort: 4140,
-			// The proxy's control and admin ports, in that order: the
-			// chart reads them as linkerd2-cni's proxyControlPort and
-			// proxyAdminPort defaults.
-			IgnoreInbound:     []string{"4190", "4191"},
-			InterceptionMode:  string(rules.Redirect),
-			CaptureDNS:        ptr(false),
-			LoopbackToInbound: ptr(false),
-			TrustAnnotations:  ptr(false),
-		}, nil
-	case Istio:
-		return Config{
-			Enabled:       ptr(true),
-			Sidecar:       "istio-proxy",
-			ProxyUID:      ptr(int64(1337)),
-			ProxyGID:      ptr(int64(1337)),
-			InboundPort:   15006,
-			OutboundPort:  15001,
-			TunnelPort:    15008,
-			DNSPort:       15053,
-			IgnoreInbound: []string{"15020", "15021", "15090"},
-			// Istio's CNI plugin: excludeOutboundPorts defaults to the
-			// status port (cni/pkg/plugin/sidecar_redirect.go).
-			IgnoreOutbound:    []string{"15020"},
-			InterceptionMode:  string(rules.Redirect),
-			CaptureDNS:        ptr(false),
-			LoopbackToInbound: ptr(true),
-			// The proxy's UID (an explicit runAsUser is kept by the
-			// injector; OpenShift assigns one) and a mesh-wide DNS
-			// capture (proxy env) are in the spec only.
-			TrustAnnotations: ptr(false),
-		}, nil
-	case Kuma:
-		// kumahq/kuma internal/config/plugins/runtime/k8s/config.go (sidecar
-		// uid/gid 5678, redirect ports 15006/15001, builtin DNS 15053).
-		return Config{
-			Enabled:          ptr(false),
-			Sidecar:          "kuma-sidecar",
-			ProxyUID:         ptr(int64(5678)),
-			ProxyGID:         ptr(int64(5678)),
-			InboundPort:      15006,
-			OutboundPort:     15001,
-			DNSPort:          15053,
-			InterceptionMode: string(rules.Redirect),
-			CaptureDNS:       ptr(false),
-			// kuma-validation checks the proxy's loopback-to-inbound rule.
-			LoopbackToInbound: ptr(true),
-			// kuma.io/sidecar-injected is written in init-container mode
-			// too: the spec tells the modes apart.
-			TrustAnnotations: ptr(false),
-		}, nil
-	case Consul:
-		// hashicorp/consul-k8s connect-inject: consul-dataplane runs as
-		// 5995:5995, inbound 20000, outbound 15001, DNS proxy 8600. A pod's
-		// own redirect configuration overrides every port and the UID.
-		return Config{
-			Enabled:           ptr(false),
-			Sidecar:           "consul-dataplane",
-			ProxyUID:          ptr(int64(5995)),
-			ProxyGID:          ptr(int64(5995)),
-			InboundPort:       20000,
-			OutboundPort:      15001,
-			DNSPort:           8600,
-			InterceptionMode:  string(rules.Redirect),
-			CaptureDNS:        ptr(false),
-			LoopbackToInbound: ptr(false),
-			// The configuration annotation exists in CNI mode only and
-			// carries the UID the injector gave the proxy.
-			TrustAnnotations: ptr(true),
-		}, nil
-	case Custom:
-		return Config{
-			Enabled:           ptr(false),
-			InterceptionMode:  string(rules.Redirect),
-			CaptureDNS:        ptr(false),
-			LoopbackToInbound: ptr(false),
-			TrustAnnotations:  ptr(true),
-		}, nil
-	}
-	return Config{}, fmt.Errorf("unknown mesh profile %q (want one of %s)", name, strings.Join(Profiles, ", "))
-}
-
 // WithDefaults fills every unset field of c from profile name's defaults.
 // A list set to [] stays empty: that is how a default list is cleared.
 func (c Config) WithDefaults(name string) Config {
@@ -192,6 +101,28 @@ func (c Config) base(name string) (rules.Spec, error) {
 			return s, field("selectAnnotation", fmt.Errorf("%q has no annotation key", c.SelectAnnotation))
 		}
 	}
+	if err := c.basePorts(&s, field); err != nil {
+		return s, err
+	}
+	var err error
+	if s.Mode, err = checkMode(c.InterceptionMode); err != nil {
+		return s, field("interceptionMode", err)
+	}
+	if err := c.baseLists(&s, field); err != nil {
+		return s, err
+	}
+	// Empty skip and ignore lists are nil; only the include lists tell
+	// nil (every) from empty (none).
+	s.IgnoreInbound, s.IgnoreOutbound = nilIfEmpty(s.IgnoreInbound), nilIfEmpty(s.IgnoreOutbound)
+	s.IncludeOutbound, s.SkipSubnets = nilIfEmpty(s.IncludeOutbound), nilIfEmpty(s.SkipSubnets)
+	s.ExcludeIfaces, s.SkipOutboundSubnets = nilIfEmpty(s.ExcludeIfaces), nilIfEmpty(s.SkipOutboundSubnets)
+	s.CaptureDNS = c.CaptureDNS != nil && *c.CaptureDNS
+	s.LoopbackToInbound = c.LoopbackToInbound != nil && *c.LoopbackToInbound
+	return s, nil
+}
+
+// basePorts checks the proxy's ports and identity into s.
+func (c Config) basePorts(s *rules.Spec, field func(string, error) error) error {
 	var err error
 	ports := []struct {
 		name string
@@ -206,28 +137,31 @@ func (c Config) base(name string) (rules.Spec, error) {
 	}
 	for _, p := range ports {
 		if *p.dst, err = checkPort(p.v, !p.need); err != nil {
-			return s, field(p.name, err)
+			return field(p.name, err)
 		}
 	}
 	if s.InboundPort == s.OutboundPort {
-		return s, field("outboundPort", fmt.Errorf("%d is also the inbound port", s.OutboundPort))
+		return field("outboundPort", fmt.Errorf("%d is also the inbound port", s.OutboundPort))
 	}
 	if c.ProxyUID == nil {
-		return s, field("proxyUID", errors.New("is required: the proxy's own traffic must not be redirected"))
+		return field("proxyUID", errors.New("is required: the proxy's own traffic must not be redirected"))
 	}
 	if s.ProxyUID, err = checkID(*c.ProxyUID); err != nil {
-		return s, field("proxyUID", err)
+		return field("proxyUID", err)
 	}
 	if c.ProxyGID != nil && *c.ProxyGID >= 0 {
 		gid, err := checkID(*c.ProxyGID)
 		if err != nil {
-			return s, field("proxyGID", err)
+			return field("proxyGID", err)
 		}
 		s.ProxyGID = &gid
 	}
-	if s.Mode, err = checkMode(c.InterceptionMode); err != nil {
-		return s, field("interceptionMode", err)
-	}
+	return nil
+}
+
+// baseLists checks the port, CIDR and interface lists into s.
+func (c Config) baseLists(s *rules.Spec, field func(string, error) error) error {
+	var err error
 	lists := []struct {
 		name string
 		v    []string
@@ -248,31 +182,24 @@ func (c Config) base(name string) (rules.Spec, error) {
 			parse = parseStarPorts
 		}
 		if *l.dst, err = parse(strings.Join(l.v, ",")); err != nil {
-			return s, field(l.name, err)
+			return field(l.name, err)
 		}
 	}
 	if s.SkipSubnets, err = ParseCIDRs(strings.Join(c.SkipSubnets, ",")); err != nil {
-		return s, field("skipSubnets", err)
+		return field("skipSubnets", err)
 	}
 	if s.SkipOutboundSubnets, err = ParseCIDRs(strings.Join(c.SkipOutboundSubnets, ",")); err != nil {
-		return s, field("skipOutboundSubnets", err)
+		return field("skipOutboundSubnets", err)
 	}
 	if c.IncludeSubnets != nil {
 		if s.IncludeSubnets, err = parseStarCIDRs(strings.Join(c.IncludeSubnets, ",")); err != nil {
-			return s, field("includeSubnets", err)
+			return field("includeSubnets", err)
 		}
 	}
 	if s.ExcludeIfaces, err = parseInterfaces(strings.Join(c.ExcludeIfaces, ",")); err != nil {
-		return s, field("excludeInterfaces", err)
+		return field("excludeInterfaces", err)
 	}
-	// Empty skip and ignore lists are nil; only the include lists tell
-	// nil (every) from empty (none).
-	s.IgnoreInbound, s.IgnoreOutbound = nilIfEmpty(s.IgnoreInbound), nilIfEmpty(s.IgnoreOutbound)
-	s.IncludeOutbound, s.SkipSubnets = nilIfEmpty(s.IncludeOutbound), nilIfEmpty(s.SkipSubnets)
-	s.ExcludeIfaces, s.SkipOutboundSubnets = nilIfEmpty(s.ExcludeIfaces), nilIfEmpty(s.SkipOutboundSubnets)
-	s.CaptureDNS = c.CaptureDNS != nil && *c.CaptureDNS
-	s.LoopbackToInbound = c.LoopbackToInbound != nil && *c.LoopbackToInbound
-	return s, nil
+	return nil
 }
 
 // union appends add to base as a new slice.

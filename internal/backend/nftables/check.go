@@ -20,16 +20,11 @@ func (b *Backend) Check(netnsPath string, rs rules.RuleSet) error {
 	if err := validate.RuleSet(rs); err != nil {
 		return fmt.Errorf("invalid rule set: %w", err)
 	}
-	ns, _, err := openNS(netnsPath)
+	ns, c, done, err := openConn(netnsPath)
 	if err != nil {
 		return err
 	}
-	defer ns.Close()
-	c, err := dial(int(ns.Fd()))
-	if err != nil {
-		return err
-	}
-	defer func() { _ = c.CloseLasting() }()
+	defer done()
 	have, err := c.ListChainsOfTableFamily(table.Family)
 	if err != nil {
 		return fmt.Errorf("list nftables chains: %w", err)
@@ -96,6 +91,18 @@ type wantRule struct {
 	sets         [][]nftables.SetElement
 }
 
+// want is the wantRule of expressions e the builder made, with the
+// elements it recorded for the sets e looks up.
+func (b *builder) want(e []expr.Any, comment string) wantRule {
+	w := wantRule{sig: signature(e), comment: comment}
+	for _, x := range e {
+		if l, ok := x.(*expr.Lookup); ok {
+			w.sets = append(w.sets, b.sets[l.SetID])
+		}
+	}
+	return w
+}
+
 func checkRules(c *nftables.Conn, ks *kernelSets, b *builder, want rules.Chain, families []rules.Family, got *nftables.Chain) error {
 	var ws []wantRule
 	for i, r := range want.Rules {
@@ -104,13 +111,7 @@ func checkRules(c *nftables.Conn, ks *kernelSets, b *builder, want rules.Chain, 
 			return fmt.Errorf("rule %d: %w", i+1, err)
 		}
 		for _, e := range es {
-			w := wantRule{sig: signature(e), comment: r.Comment}
-			for _, x := range e {
-				if l, ok := x.(*expr.Lookup); ok {
-					w.sets = append(w.sets, b.sets[l.SetID])
-				}
-			}
-			ws = append(ws, w)
+			ws = append(ws, b.want(e, r.Comment))
 		}
 	}
 	have, err := c.GetRules(got.Table, got)

@@ -48,6 +48,19 @@ func openNS(netnsPath string) (f *os.File, gone bool, err error) {
 	return f, false, nil
 }
 
+// openConn opens the netns and a netlink connection in it, for a reader;
+// done closes both.
+func openConn(netnsPath string) (ns *os.File, c *nftables.Conn, done func(), err error) {
+	if ns, _, err = openNS(netnsPath); err != nil {
+		return nil, nil, nil, err
+	}
+	if c, err = dial(int(ns.Fd())); err != nil {
+		_ = ns.Close()
+		return nil, nil, nil, err
+	}
+	return ns, c, func() { _ = c.CloseLasting(); _ = ns.Close() }, nil
+}
+
 // Apply replaces our table in the netns with rs in one transaction, then
 // installs the TPROXY policy routes. On any failure it removes everything
 // of ours, so the pod is never half redirected.

@@ -4,7 +4,6 @@ import (
 	"fmt"
 
 	"github.com/google/nftables"
-	"github.com/google/nftables/expr"
 	"github.com/google/nftables/userdata"
 
 	"github.com/mesh-cni/mesh-cni/internal/backend/finding"
@@ -22,16 +21,11 @@ func (b *Backend) Report(netnsPath string, rs rules.RuleSet) ([]finding.Finding,
 	if err := validate.RuleSet(rs); err != nil {
 		return nil, fmt.Errorf("invalid rule set: %w", err)
 	}
-	ns, _, err := openNS(netnsPath)
+	ns, c, done, err := openConn(netnsPath)
 	if err != nil {
 		return nil, err
 	}
-	defer ns.Close()
-	c, err := dial(int(ns.Fd()))
-	if err != nil {
-		return nil, err
-	}
-	defer func() { _ = c.CloseLasting() }()
+	defer done()
 	var have []*nftables.Chain
 	if ok, err := haveTable(c); err != nil {
 		return nil, err
@@ -40,57 +34,20 @@ func (b *Backend) Report(netnsPath string, rs rules.RuleSet) ([]finding.Finding,
 			return nil, fmt.Errorf("list nftables chains: %w", err)
 		}
 	}
-	bld := &builder{table: table, sets: map[uint32][]nftables.SetElement{}}
-	ks := &kernelSets{conn: c}
-	var out []finding.Finding
-	add := func(chain, rule, state string) {
-		out = append(out, finding.Finding{Family: rules.NftFamily, Table: rules.NftTable, Chain: chain, Rule: rule, State: state})
-	}
+	rep := &reporter{conn: c, ks: &kernelSets{conn: c}, have: have,
+		bld: &builder{table: table, sets: map[uint32][]nftables.SetElement{}}}
 	want := map[string]bool{}
 	for _, t := range rs.Tables {
 		for _, ch := range t.Chains {
 			want[ch.Name] = true
-			ws, texts, err := expected(bld, ch, rs.Families)
-			if err != nil {
+			if err := rep.chain(t.Name, ch, rs.Families); err != nil {
 				return nil, err
-			}
-			got := find(have, table.Name, ch.Name)
-			if got == nil || checkHook(t.Name, ch, got) != nil {
-				add(ch.Name, "chain "+ch.Name, finding.Missing)
-				for _, s := range texts {
-					add(ch.Name, s, finding.Missing)
-				}
-				if got != nil {
-					add(ch.Name, "chain "+ch.Name+" (hooked elsewhere)", finding.Extra)
-				}
-				continue
-			}
-			add(ch.Name, "chain "+ch.Name, finding.Present)
-			krs, err := c.GetRules(got.Table, got)
-			if err != nil {
-				return nil, fmt.Errorf("list rules of chain %s: %w", ch.Name, err)
-			}
-			used := make([]bool, len(krs))
-			for i, w := range ws {
-				state := finding.Missing
-				for j, r := range krs {
-					if !used[j] && signature(r.Exprs) == w.sig && (len(w.sets) == 0 || checkSets(ks, r.Exprs, w.sets) == nil) {
-						used[j], state = true, finding.Present
-						break
-					}
-				}
-				add(ch.Name, texts[i], state)
-			}
-			for j, r := range krs {
-				if !used[j] {
-					add(ch.Name, describe(r), finding.Extra)
-				}
 			}
 		}
 	}
 	for _, ch := range have {
 		if ch.Table.Name == table.Name && !want[ch.Name] {
-			add(ch.Name, "chain "+ch.Name, finding.Extra)
+			rep.add(ch.Name, "chain "+ch.Name, finding.Extra)
 		}
 	}
 	if len(rs.PolicyRoutes) > 0 {
@@ -98,9 +55,65 @@ func (b *Backend) Report(netnsPath string, rs rules.RuleSet) ([]finding.Finding,
 		if err := policy.Check(ns, rs); err != nil {
 			state, text = finding.Missing, err.Error()
 		}
-		out = append(out, finding.Finding{Family: rules.NftFamily, Table: "policy routing", Rule: text, State: state})
+		rep.out = append(rep.out, finding.Finding{Family: rules.NftFamily, Table: "policy routing", Rule: text, State: state})
 	}
-	return out, nil
+	return rep.out, nil
+}
+
+// reporter collects the findings of one netns's table.
+type reporter struct {
+	conn *nftables.Conn
+	ks   *kernelSets
+	bld  *builder
+	have []*nftables.Chain // the table's chains in the kernel
+	out  []finding.Finding
+}
+
+func (rep *reporter) add(chain, rule, state string) {
+	rep.out = append(rep.out, finding.Finding{Family: rules.NftFamily, Table: rules.NftTable, Chain: chain, Rule: rule, State: state})
+}
+
+// chain reports ch of table tbl: each expected rule present or missing,
+// and each kernel rule no expected one took as extra. A chain missing or
+// hooked elsewhere has all its rules missing.
+func (rep *reporter) chain(tbl string, ch rules.Chain, families []rules.Family) error {
+	ws, texts, err := expected(rep.bld, ch, families)
+	if err != nil {
+		return err
+	}
+	got := find(rep.have, table.Name, ch.Name)
+	if got == nil || checkHook(tbl, ch, got) != nil {
+		rep.add(ch.Name, "chain "+ch.Name, finding.Missing)
+		for _, s := range texts {
+			rep.add(ch.Name, s, finding.Missing)
+		}
+		if got != nil {
+			rep.add(ch.Name, "chain "+ch.Name+" (hooked elsewhere)", finding.Extra)
+		}
+		return nil
+	}
+	rep.add(ch.Name, "chain "+ch.Name, finding.Present)
+	krs, err := rep.conn.GetRules(got.Table, got)
+	if err != nil {
+		return fmt.Errorf("list rules of chain %s: %w", ch.Name, err)
+	}
+	used := make([]bool, len(krs))
+	for i, w := range ws {
+		state := finding.Missing
+		for j, r := range krs {
+			if !used[j] && signature(r.Exprs) == w.sig && (len(w.sets) == 0 || checkSets(rep.ks, r.Exprs, w.sets) == nil) {
+				used[j], state = true, finding.Present
+				break
+			}
+		}
+		rep.add(ch.Name, texts[i], state)
+	}
+	for j, r := range krs {
+		if !used[j] {
+			rep.add(ch.Name, describe(r), finding.Extra)
+		}
+	}
+	return nil
 }
 
 // expected is what the kernel should hold for ch: one wantRule per kernel
@@ -116,13 +129,7 @@ func expected(b *builder, ch rules.Chain, families []rules.Family) ([]wantRule, 
 		}
 		lines := rules.NftRule(r, families)
 		for k, e := range es {
-			w := wantRule{sig: signature(e), comment: r.Comment}
-			for _, x := range e {
-				if l, ok := x.(*expr.Lookup); ok {
-					w.sets = append(w.sets, b.sets[l.SetID])
-				}
-			}
-			ws = append(ws, w)
+			ws = append(ws, b.want(e, r.Comment))
 			text := "comment \"" + r.Comment + "\""
 			if len(lines) == len(es) {
 				text = lines[k]
@@ -144,15 +151,10 @@ func describe(r *nftables.Rule) string {
 
 // HasTable reports whether the netns holds our table (one netlink dump).
 func HasTable(netnsPath string) (bool, error) {
-	ns, _, err := openNS(netnsPath)
+	_, c, done, err := openConn(netnsPath)
 	if err != nil {
 		return false, err
 	}
-	defer ns.Close()
-	c, err := dial(int(ns.Fd()))
-	if err != nil {
-		return false, err
-	}
-	defer func() { _ = c.CloseLasting() }()
+	defer done()
 	return haveTable(c)
 }

@@ -15,28 +15,41 @@ import (
 // an address already there is fine. They are not removed on DEL: the
 // mesh's own plugin never removes them, and they go with the netns.
 func AddLoopbackAddrs(ns *os.File, addrs []netip.Prefix) error {
-	if len(addrs) == 0 {
-		return nil
-	}
-	c, err := dial(ns)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	lo, err := c.linkByName("lo")
-	if err != nil {
-		return fmt.Errorf("loopback: %w", err)
-	}
-	for _, a := range addrs {
-		if err := c.addrAdd(lo.index, a); err != nil && !errors.Is(err, unix.EEXIST) {
-			return fmt.Errorf("add %s to lo: %w", a, err)
+	return onLoopback(ns, addrs, func(c *conn, lo link) error {
+		for _, a := range addrs {
+			if err := c.addrAdd(lo.index, a); err != nil && !errors.Is(err, unix.EEXIST) {
+				return fmt.Errorf("add %s to lo: %w", a, err)
+			}
 		}
-	}
-	return nil
+		return nil
+	})
 }
 
 // HasLoopbackAddrs names the first of addrs lo does not hold.
 func HasLoopbackAddrs(ns *os.File, addrs []netip.Prefix) error {
+	return onLoopback(ns, addrs, func(c *conn, lo link) error {
+		msgs, err := c.dump(unix.RTM_GETADDR, ifaddrmsg(unix.AF_UNSPEC, 0, 0))
+		if err != nil {
+			return fmt.Errorf("list addresses: %w", err)
+		}
+		have := map[netip.Prefix]bool{}
+		for _, m := range msgs {
+			if p, ok := parseAddr(m, lo.index); ok {
+				have[p] = true
+			}
+		}
+		for _, a := range addrs {
+			if !have[a] {
+				return fmt.Errorf("address %s on lo is missing", a)
+			}
+		}
+		return nil
+	})
+}
+
+// onLoopback runs f with rtnetlink in the netns and its lo; nothing to do
+// without addrs.
+func onLoopback(ns *os.File, addrs []netip.Prefix, f func(c *conn, lo link) error) error {
 	if len(addrs) == 0 {
 		return nil
 	}
@@ -49,22 +62,7 @@ func HasLoopbackAddrs(ns *os.File, addrs []netip.Prefix) error {
 	if err != nil {
 		return fmt.Errorf("loopback: %w", err)
 	}
-	msgs, err := c.dump(unix.RTM_GETADDR, ifaddrmsg(unix.AF_UNSPEC, 0, 0))
-	if err != nil {
-		return fmt.Errorf("list addresses: %w", err)
-	}
-	have := map[netip.Prefix]bool{}
-	for _, m := range msgs {
-		if p, ok := parseAddr(m, lo.index); ok {
-			have[p] = true
-		}
-	}
-	for _, a := range addrs {
-		if !have[a] {
-			return fmt.Errorf("address %s on lo is missing", a)
-		}
-	}
-	return nil
+	return f(c, lo)
 }
 
 // ifaddrmsg is struct ifaddrmsg (8 bytes): family, prefix length, flags,

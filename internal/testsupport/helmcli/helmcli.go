@@ -10,21 +10,20 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"sync"
 
 	"sigs.k8s.io/yaml"
 
+	"github.com/mesh-cni/mesh-cni/internal/testsupport/manifest"
 	"github.com/mesh-cni/mesh-cni/internal/testsupport/testenv"
 )
 
-// Release name, namespace and Kubernetes version a render defaults to, the
-// chart module's too.
+// The release a render defaults to (manifest's).
 const (
-	BaseRelease   = "mesh-cni"
-	BaseNamespace = "mesh-cni"
-	KubeVersion   = "v1.34.0"
+	BaseRelease   = manifest.BaseRelease
+	BaseNamespace = manifest.BaseNamespace
+	KubeVersion   = manifest.KubeVersion
 )
 
 // Options says what to render.
@@ -126,35 +125,10 @@ func ReadValues(path string) (map[string]any, error) {
 }
 
 // Object is one rendered Kubernetes object.
-type Object struct {
-	Source string // template path, from the "# Source:" comment
-	Kind   string
-	Name   string
-	Raw    map[string]any
-}
+type Object = manifest.Object
 
 // Objects splits a manifest into its objects, in order.
-func Objects(manifest string) ([]Object, error) {
-	var out []Object
-	for _, m := range docSep.Split(manifest, -1) {
-		src := ""
-		if i := strings.Index(m, "# Source: "); i >= 0 {
-			src = strings.TrimSpace(strings.SplitN(m[i+len("# Source: "):], "\n", 2)[0])
-		}
-		var raw map[string]any
-		if err := yaml.Unmarshal([]byte(m), &raw); err != nil {
-			return nil, fmt.Errorf("%s: %w", src, err)
-		}
-		if raw == nil {
-			continue
-		}
-		meta, _ := raw["metadata"].(map[string]any)
-		name, _ := meta["name"].(string)
-		kind, _ := raw["kind"].(string)
-		out = append(out, Object{Source: src, Kind: kind, Name: name, Raw: raw})
-	}
-	return out, nil
-}
+func Objects(m string) ([]Object, error) { return manifest.Objects(m) }
 
 // ContainerArgs renders the chart in dir with o and returns the args of the
 // DaemonSet container named container, as the chart writes them: the tests
@@ -190,8 +164,6 @@ func ContainerArgs(dir string, o Options, container string) ([]string, error) {
 	}
 	return nil, fmt.Errorf("no DaemonSet container %q in the chart rendered with %v", container, o.Values)
 }
-
-var docSep = regexp.MustCompile(`(?m)^---[ \t]*$`)
 
 func or(s, def string) string {
 	if s == "" {
