@@ -120,7 +120,9 @@ func (r Run) Render() string {
 		"and three chains on it in turn: flannel alone; flannel + Istio's own CNI (istio.io/istio %s, installed with Istio's "+
 		"`istio-cni` chart and its `install-cni` image as the `migrate` spec does); flannel + mesh-cni (this checkout's chart). "+
 		"Between batches one plugin is uninstalled and the other installed (a clean install, not the takeover: every batch "+
-		"measures a chain as it runs once installed, and the state between the two plugins is the baseline). "+
+		"measures a chain as it runs once installed, and the state between the two plugins is the baseline; mesh-cni's "+
+		"DaemonSet is deleted in the foreground before `helm uninstall`, as docs/upgrade.md allows). After each switch one pod "+
+		"per node starts, not counted, while the new node agents settle. "+
 		"The batches are interleaved in %d rounds, the order reversed every other round (%s, then back), "+
 		"%d pods per node per chain in all; on each node %d pods are starting at a time.\n\n",
 		r.Kubernetes, r.Nodes, r.Istio, r.Rounds, strings.Join(Chains, ", "), r.PerNode, r.InFlight)
@@ -128,7 +130,8 @@ func (r Run) Render() string {
 		"container as UID 1337 and an app container, both the test proxy; `restricted` Pod Security, no init container, no " +
 		"probe), so both plugins redirect it. **Ready** here is the pod's `Ready` condition: scheduling, the sandbox with the " +
 		"whole CNI chain's ADD (flannel, then the mesh plugin writing the redirect; istio-cni GETs the pod from the API " +
-		"server, mesh-cni decides from the runtime's annotations), both containers created and started (images present), " +
+		"server, mesh-cni decides from the annotations the runtime passes and confirms them with one lookup in its node agent's " +
+		"pod cache, the Istio profile's default), both containers created and started (images present), " +
 		"the kubelet's status write, and the watch delivering it. The time is taken on this host: from just before the create " +
 		"call to the informer's delivery of the pod with `Ready=True` (monotonic clock). The API server's own stamps " +
 		"(creationTimestamp → the condition's lastTransitionTime, whole seconds) are given next to it as a check. " +
