@@ -59,7 +59,7 @@ var _ = Describe("pod start time under istio-cni and mesh-cni", Serial, Ordered,
 		Expect(err).NotTo(HaveOccurred())
 
 		By("removing the suite's mesh-cni: flannel alone")
-		uninstall(ctx)
+		uninstallForeground(ctx)
 		current := podstart.Baseline
 		DeferCleanup(func(ctx SpecContext) {
 			helmUninstallIstioCNI(ctx)
@@ -328,6 +328,17 @@ func deleteBenchBatch(ctx context.Context, ns, id string) {
 	}).WithTimeout(testenv.Scale(3*time.Minute)).WithPolling(time.Second).Should(BeZero(), "pods of batch %s left", id)
 }
 
+// uninstallForeground removes mesh-cni's DaemonSet first, in the
+// foreground (docs/upgrade.md), then the rest of the release: each agent
+// stops while its DaemonSet, being deleted, and its RBAC are still there,
+// so it sees the uninstall at its stop whatever the load.
+func uninstallForeground(ctx context.Context) {
+	out, err := kubectl("delete", "daemonset", "-n", meshNamespace, daemonSet, "--cascade=foreground",
+		"--wait", "--timeout", timeoutFlag(3*time.Minute))
+	Expect(err).NotTo(HaveOccurred(), out)
+	uninstall(ctx)
+}
+
 // switchChain uninstalls the plugin of from and installs that of to (a
 // clean install each time), and waits until every node's conflist chains
 // exactly it.
@@ -341,14 +352,7 @@ func switchChain(ctx context.Context, from, to, image, chart, tag string) {
 		helmUninstallIstioCNI(ctx)
 		restorePrimaryAsWritten(ctx)
 	case podstart.Mesh:
-		// The DaemonSet first, in the foreground (docs/upgrade.md): each
-		// agent stops while its DaemonSet, being deleted, and its RBAC are
-		// still there, so it sees the uninstall at its stop whatever the
-		// load; then the rest of the release.
-		out, err := kubectl("delete", "daemonset", "-n", meshNamespace, daemonSet, "--cascade=foreground",
-			"--wait", "--timeout", timeoutFlag(3*time.Minute))
-		Expect(err).NotTo(HaveOccurred(), out)
-		uninstall(ctx)
+		uninstallForeground(ctx)
 	}
 	switch to {
 	case podstart.Istio:
