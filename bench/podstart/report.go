@@ -172,6 +172,8 @@ func (r Run) Render() string {
 		}
 		fmt.Fprintf(&b, " Over flannel alone: %s.", strings.Join(parts, "; "))
 	}
+	b.WriteString("\n\nThe p99 of one chain is near its largest few values: a load spike during a single batch moves it " +
+		"(the rounds below show where), so the p50 is the steadier figure.")
 	b.WriteString("\n\np50 per round (drift over the run shows here):\n\n| round |")
 	for _, c := range Chains {
 		fmt.Fprintf(&b, " %s |", c)
