@@ -15,7 +15,7 @@ BIN := $(CURDIR)/bin
 # on a loaded 2-core machine.
 GOTEST := $(GO) test -count=1 -p 2 -timeout 30m
 
-.PHONY: lint release release-tools chart-readme bench-plugin bench-podcache all build deps k8s-bins istio-bins istio-goldens test test-unit test-fuzz bench bench-agent clean image image-tar chart-lint kustomize-base generate test-chart bench-chart
+.PHONY: lint release release-tools chart-readme bench-plugin bench-podcache bench-cluster all build deps k8s-bins istio-bins istio-goldens test test-unit test-fuzz bench bench-agent clean image image-tar chart-lint kustomize-base generate test-chart bench-chart
 
 all: build
 
@@ -98,7 +98,21 @@ test-fuzz:
 	$(call fuzz,FuzzReadResponse,100000x,./internal/lookup/podget)
 	$(call fuzz,FuzzKubeconfig,50000x,./internal/lookup/apiget)
 
-bench: bench-agent bench-backend bench-plugin bench-chart bench-podcache
+bench: bench-agent bench-backend bench-plugin bench-chart bench-podcache bench-cluster
+
+## bench-cluster: pod start time (create → Ready, p50/p99) of meshed pods on one kind cluster (flannel) under Istio's
+## own CNI, under mesh-cni and under flannel alone, in interleaved batches (the e2e spec labelled bench); writes docs/benchmarks.md
+BENCH_CLUSTER ?= mesh-cni-bench
+BENCH_CLUSTER_PODS ?= 100
+BENCH_CLUSTER_ROUNDS ?= 4
+BENCH_CLUSTER_OUT ?= $(CURDIR)/docs/benchmarks.md
+bench-cluster: image-tar testproxy-tar kind-image flannel-tar
+	$(E2E_ENV) E2E_INSTALL=helm E2E_CLUSTER=$(BENCH_CLUSTER) \
+	  E2E_PRIMARY=flannel E2E_PRIMARY_IMAGES=$$(bash hack/build-flannel.sh | tail -n1) \
+	  E2E_ISTIO_CNI_IMAGES=$$(bash hack/istio-images.sh cni | tail -n1) \
+	  E2E_BENCH_PODS=$(BENCH_CLUSTER_PODS) E2E_BENCH_ROUNDS=$(BENCH_CLUSTER_ROUNDS) E2E_BENCH_OUT=$(BENCH_CLUSTER_OUT) \
+	  E2E_KIND_CONFIG=$(CURDIR)/kind-configs/flannel.yaml $(GO) -C e2e test -v -tags e2e -count=1 -timeout $(E2E_TIMEOUT) \
+	  . -ginkgo.v -ginkgo.no-color -ginkgo.label-filter=bench
 
 ## bench-podcache: one plugin pod lookup over the agent socket (real API server behind the cache)
 bench-podcache: k8s-bins
