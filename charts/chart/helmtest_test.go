@@ -72,54 +72,8 @@ func TestHelmTestPod(t *testing.T) {
 			}
 			hookOrder(t, objs)
 			pod := hook(t, objs, "Pod", rel+"-mesh-cni-test-redirect").Raw
-			containers, _, _ := unstructured.NestedSlice(pod, "spec", "containers")
-			if len(containers) != 2 {
-				t.Fatalf("containers: %v", containers)
-			}
-			app, proxy := containers[0].(map[string]any), containers[1].(map[string]any)
-			if proxy["name"] != want.Sidecar {
-				t.Errorf("sidecar %v, want %s", proxy["name"], want.Sidecar)
-			}
-			if uid := number(proxy, "securityContext", "runAsUser"); uid != int64(tc.uid) {
-				t.Errorf("proxy UID %d, want %d", uid, tc.uid)
-			}
-			if cmd := fmt.Sprint(app["command"]); cmd != fmt.Sprintf("[/mesh-cni-validator --outbound-port=%d]", tc.port) {
-				t.Errorf("validator command %s, want outbound port %d", cmd, tc.port)
-			}
-			if uid := number(app, "securityContext", "runAsUser"); uid == int64(tc.uid) {
-				t.Errorf("validator runs as the proxy UID %d: the rules exempt it", uid)
-			}
-
-			ns := objs[0].Raw
-			gvr := schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}
-			_, err = c.dyn.Resource(gvr).Create(context.Background(), &unstructured.Unstructured{Object: ns}, metav1.CreateOptions{})
-			if err != nil && !apierrors.IsAlreadyExists(err) {
-				t.Fatal(err)
-			}
-			// What kube-controller-manager creates in every new namespace.
-			sa := map[string]any{"apiVersion": "v1", "kind": "ServiceAccount",
-				"metadata": map[string]any{"name": "default", "namespace": objs[0].Name}}
-			_, err = c.dyn.Resource(schema.GroupVersionResource{Version: "v1", Resource: "serviceaccounts"}).
-				Namespace(objs[0].Name).Create(context.Background(), &unstructured.Unstructured{Object: sa}, metav1.CreateOptions{})
-			if err != nil && !apierrors.IsAlreadyExists(err) {
-				t.Fatal(err)
-			}
-			if err := c.dryRun(context.Background(), pod); err != nil {
-				t.Errorf("the API server refuses the test pod: %v", err)
-			}
-			if w := c.warn.take(); len(w) > 0 {
-				t.Errorf("API server warnings: %v", w)
-			}
-			// The namespace enforces "restricted": a pod that may escalate is refused.
-			bad := (&unstructured.Unstructured{Object: pod}).DeepCopy().Object
-			bc, _, _ := unstructured.NestedSlice(bad, "spec", "containers")
-			delete(bc[0].(map[string]any)["securityContext"].(map[string]any), "allowPrivilegeEscalation")
-			_ = unstructured.SetNestedSlice(bad, bc, "spec", "containers")
-			if err := c.dryRun(context.Background(), bad); err == nil {
-				t.Errorf("namespace %s does not enforce restricted: a pod allowing privilege escalation was admitted", objs[0].Name)
-			}
-			c.warn.take()
-
+			redirectPod(t, pod, want, tc.uid, tc.port)
+			admitRedirectPod(t, c, objs, pod)
 			agentsReady(t, env, c, rel, r, objs)
 		})
 	}
@@ -141,6 +95,66 @@ func TestHelmTestPod(t *testing.T) {
 	if want := []string{"Namespace/rel-norbac-mesh-cni-test", "Pod/rel-norbac-mesh-cni-test-redirect"}; !slices.Equal(names, want) {
 		t.Errorf("rbac.create=false: test hooks %v, want %v", names, want)
 	}
+}
+
+// redirectPod checks the redirect test pod: the validator next to a
+// sidecar named and running as the mesh's proxy, so the rules redirect the
+// validator and exempt the proxy.
+func redirectPod(t *testing.T, pod map[string]any, want mesh.Config, uid, port int) {
+	t.Helper()
+	containers, _, _ := unstructured.NestedSlice(pod, "spec", "containers")
+	if len(containers) != 2 {
+		t.Fatalf("containers: %v", containers)
+	}
+	app, proxy := containers[0].(map[string]any), containers[1].(map[string]any)
+	if proxy["name"] != want.Sidecar {
+		t.Errorf("sidecar %v, want %s", proxy["name"], want.Sidecar)
+	}
+	if got := number(proxy, "securityContext", "runAsUser"); got != int64(uid) {
+		t.Errorf("proxy UID %d, want %d", got, uid)
+	}
+	if cmd := fmt.Sprint(app["command"]); cmd != fmt.Sprintf("[/mesh-cni-validator --outbound-port=%d]", port) {
+		t.Errorf("validator command %s, want outbound port %d", cmd, port)
+	}
+	if got := number(app, "securityContext", "runAsUser"); got == int64(uid) {
+		t.Errorf("validator runs as the proxy UID %d: the rules exempt it", got)
+	}
+}
+
+// admitRedirectPod creates the test namespace (and the ServiceAccount
+// kube-controller-manager would put in it) and checks that the API server
+// admits the pod there and refuses one that may escalate.
+func admitRedirectPod(t *testing.T, c *apiClient, objs []Object, pod map[string]any) {
+	t.Helper()
+	ns := objs[0].Raw
+	gvr := schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}
+	_, err := c.dyn.Resource(gvr).Create(context.Background(), &unstructured.Unstructured{Object: ns}, metav1.CreateOptions{})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	// What kube-controller-manager creates in every new namespace.
+	sa := map[string]any{"apiVersion": "v1", "kind": "ServiceAccount",
+		"metadata": map[string]any{"name": "default", "namespace": objs[0].Name}}
+	_, err = c.dyn.Resource(schema.GroupVersionResource{Version: "v1", Resource: "serviceaccounts"}).
+		Namespace(objs[0].Name).Create(context.Background(), &unstructured.Unstructured{Object: sa}, metav1.CreateOptions{})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	if err := c.dryRun(context.Background(), pod); err != nil {
+		t.Errorf("the API server refuses the test pod: %v", err)
+	}
+	if w := c.warn.take(); len(w) > 0 {
+		t.Errorf("API server warnings: %v", w)
+	}
+	// The namespace enforces "restricted": a pod that may escalate is refused.
+	bad := (&unstructured.Unstructured{Object: pod}).DeepCopy().Object
+	bc, _, _ := unstructured.NestedSlice(bad, "spec", "containers")
+	delete(bc[0].(map[string]any)["securityContext"].(map[string]any), "allowPrivilegeEscalation")
+	_ = unstructured.SetNestedSlice(bad, bc, "spec", "containers")
+	if err := c.dryRun(context.Background(), bad); err == nil {
+		t.Errorf("namespace %s does not enforce restricted: a pod allowing privilege escalation was admitted", objs[0].Name)
+	}
+	c.warn.take()
 }
 
 // hook finds the test hook of kind and name.
