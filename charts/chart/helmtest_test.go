@@ -101,7 +101,6 @@ func TestHelmTestPod(t *testing.T) {
 // sidecar named and running as the mesh's proxy, so the rules redirect the
 // validator and exempt the proxy.
 func redirectPod(t *testing.T, pod map[string]any, want mesh.Config, uid, port int) {
-	t.Helper()
 	containers, _, _ := unstructured.NestedSlice(pod, "spec", "containers")
 	if len(containers) != 2 {
 		t.Fatalf("containers: %v", containers)
@@ -125,7 +124,6 @@ func redirectPod(t *testing.T, pod map[string]any, want mesh.Config, uid, port i
 // kube-controller-manager would put in it) and checks that the API server
 // admits the pod there and refuses one that may escalate.
 func admitRedirectPod(t *testing.T, c *apiClient, objs []Object, pod map[string]any) {
-	t.Helper()
 	ns := objs[0].Raw
 	gvr := schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}
 	_, err := c.dyn.Resource(gvr).Create(context.Background(), &unstructured.Unstructured{Object: ns}, metav1.CreateOptions{})

@@ -64,7 +64,6 @@ type metricsBind struct {
 // metricsBindCase renders c and checks the agent's address, the containers,
 // the RBAC and the scrape annotations; beyond loopback, the proxy too.
 func metricsBindCase(t *testing.T, c metricsBind) {
-	t.Helper()
 	m := map[string]any{}
 	vals := map[string]any{"metrics": m}
 	if c.bind != nil {
@@ -114,7 +113,6 @@ func metricsBindCase(t *testing.T, c metricsBind) {
 // arguments, port, least-privilege securityContext, mounts and resources,
 // and the metrics-reader role the chart leaves to the user to bind.
 func metricsProxy(t *testing.T, c metricsBind, r rendered, ds map[string]any, p map[string]any) {
-	t.Helper()
 	if p["name"] != "metrics-proxy" {
 		t.Fatalf("bindAddress %v: last container %v, want metrics-proxy", c.bind, p["name"])
 	}
