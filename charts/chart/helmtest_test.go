@@ -72,54 +72,8 @@ func TestHelmTestPod(t *testing.T) {
 			}
 			hookOrder(t, objs)
 			pod := hook(t, objs, "Pod", rel+"-mesh-cni-test-redirect").Raw
-			containers, _, _ := unstructured.NestedSlice(pod, "spec", "containers")
-			if len(containers) != 2 {
-				t.Fatalf("containers: %v", containers)
-			}
-			app, proxy := containers[0].(map[string]any), containers[1].(map[string]any)
-			if proxy["name"] != want.Sidecar {
-				t.Errorf("sidecar %v, want %s", proxy["name"], want.Sidecar)
-			}
-			if uid := number(proxy, "securityContext", "runAsUser"); uid != int64(tc.uid) {
-				t.Errorf("proxy UID %d, want %d", uid, tc.uid)
-			}
-			if cmd := fmt.Sprint(app["command"]); cmd != fmt.Sprintf("[/mesh-cni-validator --outbound-port=%d]", tc.port) {
-				t.Errorf("validator command %s, want outbound port %d", cmd, tc.port)
-			}
-			if uid := number(app, "securityContext", "runAsUser"); uid == int64(tc.uid) {
-				t.Errorf("validator runs as the proxy UID %d: the rules exempt it", uid)
-			}
-
-			ns := objs[0].Raw
-			gvr := schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}
-			_, err = c.dyn.Resource(gvr).Create(context.Background(), &unstructured.Unstructured{Object: ns}, metav1.CreateOptions{})
-			if err != nil && !apierrors.IsAlreadyExists(err) {
-				t.Fatal(err)
-			}
-			// What kube-controller-manager creates in every new namespace.
-			sa := map[string]any{"apiVersion": "v1", "kind": "ServiceAccount",
-				"metadata": map[string]any{"name": "default", "namespace": objs[0].Name}}
-			_, err = c.dyn.Resource(schema.GroupVersionResource{Version: "v1", Resource: "serviceaccounts"}).
-				Namespace(objs[0].Name).Create(context.Background(), &unstructured.Unstructured{Object: sa}, metav1.CreateOptions{})
-			if err != nil && !apierrors.IsAlreadyExists(err) {
-				t.Fatal(err)
-			}
-			if err := c.dryRun(context.Background(), pod); err != nil {
-				t.Errorf("the API server refuses the test pod: %v", err)
-			}
-			if w := c.warn.take(); len(w) > 0 {
-				t.Errorf("API server warnings: %v", w)
-			}
-			// The namespace enforces "restricted": a pod that may escalate is refused.
-			bad := (&unstructured.Unstructured{Object: pod}).DeepCopy().Object
-			bc, _, _ := unstructured.NestedSlice(bad, "spec", "containers")
-			delete(bc[0].(map[string]any)["securityContext"].(map[string]any), "allowPrivilegeEscalation")
-			_ = unstructured.SetNestedSlice(bad, bc, "spec", "containers")
-			if err := c.dryRun(context.Background(), bad); err == nil {
-				t.Errorf("namespace %s does not enforce restricted: a pod allowing privilege escalation was admitted", objs[0].Name)
-			}
-			c.warn.take()
-
+			redirectPod(t, pod, want, tc.uid, tc.port)
+			admitRedirectPod(t, c, objs, pod)
 			agentsReady(t, env, c, rel, r, objs)
 		})
 	}
@@ -141,6 +95,64 @@ func TestHelmTestPod(t *testing.T) {
 	if want := []string{"Namespace/rel-norbac-mesh-cni-test", "Pod/rel-norbac-mesh-cni-test-redirect"}; !slices.Equal(names, want) {
 		t.Errorf("rbac.create=false: test hooks %v, want %v", names, want)
 	}
+}
+
+// redirectPod checks the redirect test pod: the validator next to a
+// sidecar named and running as the mesh's proxy, so the rules redirect the
+// validator and exempt the proxy.
+func redirectPod(t *testing.T, pod map[string]any, want mesh.Config, uid, port int) {
+	containers, _, _ := unstructured.NestedSlice(pod, "spec", "containers")
+	if len(containers) != 2 {
+		t.Fatalf("containers: %v", containers)
+	}
+	app, proxy := containers[0].(map[string]any), containers[1].(map[string]any)
+	if proxy["name"] != want.Sidecar {
+		t.Errorf("sidecar %v, want %s", proxy["name"], want.Sidecar)
+	}
+	if got := number(proxy, "securityContext", "runAsUser"); got != int64(uid) {
+		t.Errorf("proxy UID %d, want %d", got, uid)
+	}
+	if cmd := fmt.Sprint(app["command"]); cmd != fmt.Sprintf("[/mesh-cni-validator --outbound-port=%d]", port) {
+		t.Errorf("validator command %s, want outbound port %d", cmd, port)
+	}
+	if got := number(app, "securityContext", "runAsUser"); got == int64(uid) {
+		t.Errorf("validator runs as the proxy UID %d: the rules exempt it", got)
+	}
+}
+
+// admitRedirectPod creates the test namespace (and the ServiceAccount
+// kube-controller-manager would put in it) and checks that the API server
+// admits the pod there and refuses one that may escalate.
+func admitRedirectPod(t *testing.T, c *apiClient, objs []Object, pod map[string]any) {
+	ns := objs[0].Raw
+	gvr := schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}
+	_, err := c.dyn.Resource(gvr).Create(context.Background(), &unstructured.Unstructured{Object: ns}, metav1.CreateOptions{})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	// What kube-controller-manager creates in every new namespace.
+	sa := map[string]any{"apiVersion": "v1", "kind": "ServiceAccount",
+		"metadata": map[string]any{"name": "default", "namespace": objs[0].Name}}
+	_, err = c.dyn.Resource(schema.GroupVersionResource{Version: "v1", Resource: "serviceaccounts"}).
+		Namespace(objs[0].Name).Create(context.Background(), &unstructured.Unstructured{Object: sa}, metav1.CreateOptions{})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	if err := c.dryRun(context.Background(), pod); err != nil {
+		t.Errorf("the API server refuses the test pod: %v", err)
+	}
+	if w := c.warn.take(); len(w) > 0 {
+		t.Errorf("API server warnings: %v", w)
+	}
+	// The namespace enforces "restricted": a pod that may escalate is refused.
+	bad := (&unstructured.Unstructured{Object: pod}).DeepCopy().Object
+	bc, _, _ := unstructured.NestedSlice(bad, "spec", "containers")
+	delete(bc[0].(map[string]any)["securityContext"].(map[string]any), "allowPrivilegeEscalation")
+	_ = unstructured.SetNestedSlice(bad, bc, "spec", "containers")
+	if err := c.dryRun(context.Background(), bad); err == nil {
+		t.Errorf("namespace %s does not enforce restricted: a pod allowing privilege escalation was admitted", objs[0].Name)
+	}
+	c.warn.take()
 }
 
 // hook finds the test hook of kind and name.
@@ -188,9 +200,43 @@ func hookOrder(t *testing.T, objs []Object) {
 // once every node has one, and the token can do nothing else.
 func agentsReady(t *testing.T, env *testenv.Env, c *apiClient, rel string, r *Rendered, objs []Object) {
 	t.Helper()
-	ctx := context.Background()
 	full := rel + "-mesh-cni"
-	sa := hook(t, objs, "ServiceAccount", full+"-test")
+	sa, ns, command := applyAgentsReady(t, c, full, r, objs)
+	tok, dir := podCredentials(t, env, sa)
+	u, err := url.Parse(env.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := testenv.GoBinary(t, "installer", "mesh-cni-agent")
+	cmdFor := func(extra ...string) *exec.Cmd {
+		cmd := exec.Command(bin, append(append(command[1:], "--token-path="+filepath.Join(dir, "token")), extra...)...)
+		cmd.Env = append(os.Environ(), "KUBERNETES_SERVICE_HOST="+u.Hostname(), "KUBERNETES_SERVICE_PORT="+u.Port())
+		return cmd
+	}
+	setStatus := func(ready int32) {
+		t.Helper()
+		ctx := context.Background()
+		d, err := env.Client.AppsV1().DaemonSets(ns).Get(ctx, full, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		d.Status = appsv1.DaemonSetStatus{ObservedGeneration: d.Generation, DesiredNumberScheduled: 3,
+			CurrentNumberScheduled: 3, UpdatedNumberScheduled: 3, NumberReady: ready, NumberAvailable: ready, NumberUnavailable: 3 - ready}
+		if _, err := env.Client.AppsV1().DaemonSets(ns).UpdateStatus(ctx, d, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	agentsReadyWaits(t, cmdFor, setStatus)
+	agentsReadyPrivilege(t, env, tok, ns, full)
+}
+
+// applyAgentsReady applies the hook's ServiceAccount, Role and RoleBinding
+// and the DaemonSet it watches, checks that the API server admits the pod,
+// and returns the ServiceAccount, the namespace and the pod's command.
+func applyAgentsReady(t *testing.T, c *apiClient, full string, r *Rendered, objs []Object) (sa Object, ns string, command []string) {
+	t.Helper()
+	ctx := context.Background()
+	sa = hook(t, objs, "ServiceAccount", full+"-test")
 	role := hook(t, objs, "Role", full+"-test")
 	binding := hook(t, objs, "RoleBinding", full+"-test")
 	pod := hook(t, objs, "Pod", full+"-test-agents")
@@ -207,7 +253,7 @@ func agentsReady(t *testing.T, env *testenv.Env, c *apiClient, rel string, r *Re
 	if ds == nil {
 		t.Fatal("no DaemonSet rendered")
 	}
-	ns, _, _ := unstructured.NestedString(ds, "metadata", "namespace")
+	ns, _, _ = unstructured.NestedString(ds, "metadata", "namespace")
 	for _, o := range []map[string]any{sa.Raw, role.Raw, binding.Raw, ds} {
 		if err := c.apply(ctx, o, false); err != nil {
 			t.Fatal(err)
@@ -235,55 +281,43 @@ func agentsReady(t *testing.T, env *testenv.Env, c *apiClient, rel string, r *Re
 	if len(containers) != 1 {
 		t.Fatalf("agents-ready pod containers: %v", containers)
 	}
-	var command []string
 	for _, a := range containers[0].(map[string]any)["command"].([]any) {
 		command = append(command, a.(string))
 	}
 	if len(command) < 2 || command[0] != "/mesh-cni-agent" {
 		t.Fatalf("agents-ready command %v, want /mesh-cni-agent ...", command)
 	}
+	return sa, ns, command
+}
 
-	// What the kubelet gives the pod: the ServiceAccount's token with the
-	// CA next to it, and the API server's address in the environment.
-	tok, err := env.Token(ctx, sa.Raw["metadata"].(map[string]any)["namespace"].(string), sa.Name, time.Hour)
+// podCredentials is what the kubelet gives the pod: the ServiceAccount's
+// token with the CA next to it, in dir.
+func podCredentials(t *testing.T, env *testenv.Env, sa Object) (tok, dir string) {
+	t.Helper()
+	tok, err := env.Token(context.Background(), sa.Raw["metadata"].(map[string]any)["namespace"].(string), sa.Name, time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir := t.TempDir()
+	dir = t.TempDir()
 	if err := os.WriteFile(filepath.Join(dir, "token"), []byte(tok), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.WriteFile(filepath.Join(dir, "ca.crt"), env.CAData, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	u, err := url.Parse(env.Host)
-	if err != nil {
-		t.Fatal(err)
-	}
-	bin := testenv.GoBinary(t, "installer", "mesh-cni-agent")
-	cmdFor := func(extra ...string) *exec.Cmd {
-		cmd := exec.Command(bin, append(append(command[1:], "--token-path="+filepath.Join(dir, "token")), extra...)...)
-		cmd.Env = append(os.Environ(), "KUBERNETES_SERVICE_HOST="+u.Hostname(), "KUBERNETES_SERVICE_PORT="+u.Port())
-		return cmd
-	}
+	return tok, dir
+}
+
+// agentsReadyWaits runs the hook's command against the DaemonSet's status:
+// it fails while an agent stays not ready, waits while the agents start,
+// and passes once every one is ready.
+func agentsReadyWaits(t *testing.T, cmdFor func(extra ...string) *exec.Cmd, setStatus func(ready int32)) {
+	t.Helper()
 	run := func(extra ...string) (string, error) {
 		t.Helper()
 		out, err := cmdFor(extra...).CombinedOutput()
 		return string(out), err
 	}
-	setStatus := func(ready int32) {
-		t.Helper()
-		d, err := env.Client.AppsV1().DaemonSets(ns).Get(ctx, full, metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		d.Status = appsv1.DaemonSetStatus{ObservedGeneration: d.Generation, DesiredNumberScheduled: 3,
-			CurrentNumberScheduled: 3, UpdatedNumberScheduled: 3, NumberReady: ready, NumberAvailable: ready, NumberUnavailable: 3 - ready}
-		if _, err := env.Client.AppsV1().DaemonSets(ns).UpdateStatus(ctx, d, metav1.UpdateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
-
 	setStatus(2)
 	if out, err := run("--wait=1s"); err == nil || !strings.Contains(out, "3 desired, 3 updated, 2 ready") || !strings.Contains(out, "not ready after 1s") {
 		t.Errorf("agents-ready with a node whose agent stays not ready: %v\n%s", err, out)
@@ -316,8 +350,13 @@ func agentsReady(t *testing.T, env *testenv.Env, c *apiClient, rel string, r *Re
 	if out, err := run(); err != nil || !strings.Contains(out, "every node's agent is ready") {
 		t.Errorf("agents-ready with every agent ready: %v\n%s", err, out)
 	}
+}
 
-	// Least privilege: that one get, nothing else.
+// agentsReadyPrivilege checks least privilege: the hook's token may get
+// that one DaemonSet, nothing else.
+func agentsReadyPrivilege(t *testing.T, env *testenv.Env, tok, ns, full string) {
+	t.Helper()
+	ctx := context.Background()
 	tc, err := kubernetes.NewForConfig(env.TokenConfig(tok))
 	if err != nil {
 		t.Fatal(err)

@@ -95,12 +95,48 @@ func TestMetricsTLSModes(t *testing.T) {
 		t.Errorf("tlsSecretName: NOTES:\n%s", r.Notes)
 	}
 
-	// cert-manager, with its API.
-	cm := func() map[string]any {
-		return map[string]any{"certManager": map[string]any{"enabled": true,
-			"issuerRef": map[string]any{"name": "cluster-ca", "kind": "ClusterIssuer"}, "dnsNames": []any{"metrics.example.org"}}}
+	metricsTLSCertManager(t)
+
+	// Refusals: no cert-manager API, no issuer, metrics on loopback.
+	noIssuer := certManagerValues()
+	delete(noIssuer["certManager"].(map[string]any), "issuerRef")
+	for _, c := range []struct {
+		name string
+		vals map[string]any
+		apis []string
+		want []string
+	}{
+		{"without the cert-manager API", certManagerValues(), nil, []string{"metrics.certManager.enabled=true", "cert-manager.io/v1", "--api-versions"}},
+		{"without an issuer", noIssuer, []string{certManagerAPI}, []string{"metrics.certManager.issuerRef.name"}},
+	} {
+		if _, _, err := metricsTLS(t, c.vals, c.apis...); err == nil {
+			t.Errorf("%s: rendered", c.name)
+		} else {
+			for _, w := range c.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("%s: %v, want it to say %q", c.name, err, w)
+				}
+			}
+		}
 	}
-	r, objs, err = metricsTLS(t, cm(), certManagerAPI)
+	_, err = Render(chartDir, Options{Values: map[string]any{"metrics": certManagerValues()}, APIVersions: []string{certManagerAPI}})
+	if err == nil || !strings.Contains(err.Error(), "metrics.bindAddress") {
+		t.Errorf("cert-manager with metrics on loopback: %v, want a refusal naming metrics.bindAddress", err)
+	}
+}
+
+// certManagerValues are metrics values that ask cert-manager for the
+// proxy's certificate.
+func certManagerValues() map[string]any {
+	return map[string]any{"certManager": map[string]any{"enabled": true,
+		"issuerRef": map[string]any{"name": "cluster-ca", "kind": "ClusterIssuer"}, "dnsNames": []any{"metrics.example.org"}}}
+}
+
+// metricsTLSCertManager checks cert-manager, with its API: a Certificate
+// for the Service's names and the user's, from the issuer named, its Secret
+// mounted into the proxy (under the name given, if one is).
+func metricsTLSCertManager(t *testing.T) {
+	r, objs, err := metricsTLS(t, certManagerValues(), certManagerAPI)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -129,40 +165,13 @@ func TestMetricsTLSModes(t *testing.T) {
 		t.Errorf("cert-manager: NOTES:\n%s", r.Notes)
 	}
 	// The Secret cert-manager writes may be named.
-	m := cm()
+	m := certManagerValues()
 	m["tlsSecretName"] = "named-tls"
 	if _, objs, err = metricsTLS(t, m, certManagerAPI); err != nil {
 		t.Fatal(err)
 	}
 	if _, secret := proxyTLS(t, objs); secret != "named-tls" || path(certificate(objs), "spec", "secretName") != "named-tls" {
 		t.Errorf("cert-manager with tlsSecretName: mounted %q, Certificate %v", secret, path(certificate(objs), "spec", "secretName"))
-	}
-
-	// Refusals: no cert-manager API, no issuer, metrics on loopback.
-	noIssuer := cm()
-	delete(noIssuer["certManager"].(map[string]any), "issuerRef")
-	for _, c := range []struct {
-		name string
-		vals map[string]any
-		apis []string
-		want []string
-	}{
-		{"without the cert-manager API", cm(), nil, []string{"metrics.certManager.enabled=true", "cert-manager.io/v1", "--api-versions"}},
-		{"without an issuer", noIssuer, []string{certManagerAPI}, []string{"metrics.certManager.issuerRef.name"}},
-	} {
-		if _, _, err := metricsTLS(t, c.vals, c.apis...); err == nil {
-			t.Errorf("%s: rendered", c.name)
-		} else {
-			for _, w := range c.want {
-				if !strings.Contains(err.Error(), w) {
-					t.Errorf("%s: %v, want it to say %q", c.name, err, w)
-				}
-			}
-		}
-	}
-	_, err = Render(chartDir, Options{Values: map[string]any{"metrics": cm()}, APIVersions: []string{certManagerAPI}})
-	if err == nil || !strings.Contains(err.Error(), "metrics.bindAddress") {
-		t.Errorf("cert-manager with metrics on loopback: %v, want a refusal naming metrics.bindAddress", err)
 	}
 }
 

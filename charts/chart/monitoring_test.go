@@ -29,56 +29,7 @@ func TestMonitors(t *testing.T) {
 		"serviceMonitor": map[string]any{"enabled": true, "labels": map[string]any{"release": "prom"}, "interval": "30s"},
 		"podMonitor":     map[string]any{"enabled": true, "endpoint": map[string]any{"authorization": map[string]any{"credentials": map[string]any{"name": "scrape", "key": "token"}}}},
 	}
-	t.Run("with the CRDs", func(t *testing.T) {
-		r, err := renderCaps(t, on, "monitoring.coreos.com/v1/ServiceMonitor", "monitoring.coreos.com/v1/PodMonitor")
-		if err != nil {
-			t.Fatal(err)
-		}
-		sm := r.get(t, "ServiceMonitor", "mesh-cni")
-		ep := path(sm, "spec", "endpoints", "0")
-		if path(ep, "port") != "metrics" || path(ep, "scheme") != "https" || path(ep, "interval") != "30s" ||
-			path(ep, "bearerTokenFile") != "/var/run/secrets/kubernetes.io/serviceaccount/token" || path(ep, "tlsConfig", "insecureSkipVerify") != true {
-			t.Errorf("ServiceMonitor endpoint %v", ep)
-		}
-		if path(sm, "metadata", "labels", "release") != "prom" {
-			t.Errorf("ServiceMonitor labels %v", path(sm, "metadata", "labels"))
-		}
-		// The ServiceMonitor selects the headless Service, which selects
-		// the agent pods and has the port it names.
-		svc := r.get(t, "Service", "mesh-cni-metrics")
-		for k, v := range path(sm, "spec", "selector", "matchLabels").(map[string]any) {
-			if path(svc, "metadata", "labels", k) != v {
-				t.Errorf("ServiceMonitor selects %s=%v; the Service has %v", k, v, path(svc, "metadata", "labels", k))
-			}
-		}
-		ds := r.get(t, "DaemonSet", "")
-		for k, v := range path(svc, "spec", "selector").(map[string]any) {
-			if path(ds, "spec", "template", "metadata", "labels", k) != v {
-				t.Errorf("Service selects %s=%v; the agent pods have %v", k, v, path(ds, "spec", "template", "metadata", "labels", k))
-			}
-		}
-		if path(svc, "spec", "clusterIP") != "None" || path(svc, "spec", "ports", "0", "name") != "metrics" || path(svc, "spec", "ports", "0", "port") != float64(9197) {
-			t.Errorf("Service spec %v", path(svc, "spec"))
-		}
-		pm := r.get(t, "PodMonitor", "mesh-cni")
-		pep := path(pm, "spec", "podMetricsEndpoints", "0")
-		if path(pep, "port") != "metrics" || path(pep, "scheme") != "https" || path(pep, "authorization", "credentials", "name") != "scrape" || path(pep, "bearerTokenFile") != nil {
-			t.Errorf("PodMonitor endpoint %v", pep)
-		}
-		// The PodMonitor's port is a container port of the agent pods.
-		named := false
-		for _, c := range path(ds, "spec", "template", "spec", "containers").([]any) {
-			for _, p := range path(c, "ports").([]any) {
-				named = named || path(p, "name") == "metrics"
-			}
-		}
-		if !named {
-			t.Error("no container port named metrics for the PodMonitor")
-		}
-		if strings.Contains(r.notes, "no ServiceMonitor") || strings.Contains(r.notes, "no PodMonitor") {
-			t.Errorf("NOTES warns with the CRDs present:\n%s", r.notes)
-		}
-	})
+	t.Run("with the CRDs", func(t *testing.T) { monitorsWithCRDs(t, on) })
 	t.Run("without the CRDs", func(t *testing.T) {
 		r, err := renderCaps(t, on)
 		if err != nil {
@@ -159,5 +110,59 @@ func TestExtras(t *testing.T) {
 		if _, err := Render(chartDir, Options{Values: bad}); err == nil {
 			t.Errorf("%v rendered", bad)
 		}
+	}
+}
+
+// monitorsWithCRDs renders on with the monitoring.coreos.com/v1 API present
+// and checks that the ServiceMonitor reaches the agents through the
+// headless Service, and the PodMonitor through a named container port.
+func monitorsWithCRDs(t *testing.T, on map[string]any) {
+	r, err := renderCaps(t, on, "monitoring.coreos.com/v1/ServiceMonitor", "monitoring.coreos.com/v1/PodMonitor")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sm := r.get(t, "ServiceMonitor", "mesh-cni")
+	ep := path(sm, "spec", "endpoints", "0")
+	if path(ep, "port") != "metrics" || path(ep, "scheme") != "https" || path(ep, "interval") != "30s" ||
+		path(ep, "bearerTokenFile") != "/var/run/secrets/kubernetes.io/serviceaccount/token" || path(ep, "tlsConfig", "insecureSkipVerify") != true {
+		t.Errorf("ServiceMonitor endpoint %v", ep)
+	}
+	if path(sm, "metadata", "labels", "release") != "prom" {
+		t.Errorf("ServiceMonitor labels %v", path(sm, "metadata", "labels"))
+	}
+	// The ServiceMonitor selects the headless Service, which selects
+	// the agent pods and has the port it names.
+	svc := r.get(t, "Service", "mesh-cni-metrics")
+	for k, v := range path(sm, "spec", "selector", "matchLabels").(map[string]any) {
+		if path(svc, "metadata", "labels", k) != v {
+			t.Errorf("ServiceMonitor selects %s=%v; the Service has %v", k, v, path(svc, "metadata", "labels", k))
+		}
+	}
+	ds := r.get(t, "DaemonSet", "")
+	for k, v := range path(svc, "spec", "selector").(map[string]any) {
+		if path(ds, "spec", "template", "metadata", "labels", k) != v {
+			t.Errorf("Service selects %s=%v; the agent pods have %v", k, v, path(ds, "spec", "template", "metadata", "labels", k))
+		}
+	}
+	if path(svc, "spec", "clusterIP") != "None" || path(svc, "spec", "ports", "0", "name") != "metrics" || path(svc, "spec", "ports", "0", "port") != float64(9197) {
+		t.Errorf("Service spec %v", path(svc, "spec"))
+	}
+	pm := r.get(t, "PodMonitor", "mesh-cni")
+	pep := path(pm, "spec", "podMetricsEndpoints", "0")
+	if path(pep, "port") != "metrics" || path(pep, "scheme") != "https" || path(pep, "authorization", "credentials", "name") != "scrape" || path(pep, "bearerTokenFile") != nil {
+		t.Errorf("PodMonitor endpoint %v", pep)
+	}
+	// The PodMonitor's port is a container port of the agent pods.
+	named := false
+	for _, c := range path(ds, "spec", "template", "spec", "containers").([]any) {
+		for _, p := range path(c, "ports").([]any) {
+			named = named || path(p, "name") == "metrics"
+		}
+	}
+	if !named {
+		t.Error("no container port named metrics for the PodMonitor")
+	}
+	if strings.Contains(r.notes, "no ServiceMonitor") || strings.Contains(r.notes, "no PodMonitor") {
+		t.Errorf("NOTES warns with the CRDs present:\n%s", r.notes)
 	}
 }

@@ -94,61 +94,91 @@ func run(args []string, out io.Writer) error {
 	doc.Packages = append(doc.Packages, image)
 	doc.Relationships = append(doc.Relationships, relationship{"SPDXRef-DOCUMENT", "DESCRIBES", image.SPDXID})
 
-	modules := map[string]pkg{} // path@version -> package, shared by binaries
-	uses := map[string]map[string]bool{}
+	g := graph{modules: map[string]pkg{}, uses: map[string]map[string]bool{}}
 	bins := fs.Args()
 	sort.Strings(bins)
 	for _, path := range bins {
-		bi, err := buildinfo.ReadFile(path)
-		if err != nil {
-			return fmt.Errorf("%s: %w", path, err)
-		}
-		sum, err := fileSHA256(path)
+		bin, err := g.addBinary(path, *version)
 		if err != nil {
 			return err
 		}
-		base := filepath.Base(path)
-		bin := pkg{Name: base, SPDXID: "SPDXRef-File-" + spdxID(base), Version: *version, DownloadLocation: "NOASSERTION",
-			Checksums: []checksum{{"SHA256", sum}}, PrimaryPurpose: "APPLICATION"}
 		doc.Packages = append(doc.Packages, bin)
 		doc.Relationships = append(doc.Relationships, relationship{image.SPDXID, "CONTAINS", bin.SPDXID})
-		uses[bin.SPDXID] = map[string]bool{}
-		deps := append([]*debugModule{{bi.Main.Path, bi.Main.Version}}, toModules(bi)...)
-		deps = append(deps, &debugModule{"stdlib", strings.TrimPrefix(bi.GoVersion, "go")})
-		for _, m := range deps {
-			if m.path == "" {
-				continue
-			}
-			key := m.path + "@" + m.version
-			if _, ok := modules[key]; !ok {
-				p := pkg{Name: m.path, SPDXID: "SPDXRef-Package-" + spdxID(key), Version: m.version,
-					DownloadLocation: "NOASSERTION", PrimaryPurpose: "LIBRARY"}
-				purl := "pkg:golang/" + m.path + "@" + m.version
-				if m.path == "stdlib" {
-					purl = "pkg:golang/stdlib@" + m.version
-				}
-				p.ExternalRefs = []externalRef{{"PACKAGE-MANAGER", "purl", purl}}
-				modules[key] = p
-			}
-			uses[bin.SPDXID][modules[key].SPDXID] = true
-		}
 	}
-	keys := make([]string, 0, len(modules))
-	for k := range modules {
+	g.appendTo(&doc)
+	enc := json.NewEncoder(out)
+	enc.SetIndent("", "  ")
+	return enc.Encode(doc)
+}
+
+// graph is what the binaries link: each module once, however many
+// binaries share it, and which binary uses which.
+type graph struct {
+	modules map[string]pkg             // path@version -> package
+	uses    map[string]map[string]bool // binary's SPDXID -> module SPDXIDs
+}
+
+// addBinary reads one binary's embedded module list into g and returns the
+// binary's own package.
+func (g *graph) addBinary(path, version string) (pkg, error) {
+	bi, err := buildinfo.ReadFile(path)
+	if err != nil {
+		return pkg{}, fmt.Errorf("%s: %w", path, err)
+	}
+	sum, err := fileSHA256(path)
+	if err != nil {
+		return pkg{}, err
+	}
+	base := filepath.Base(path)
+	bin := pkg{Name: base, SPDXID: "SPDXRef-File-" + spdxID(base), Version: version, DownloadLocation: "NOASSERTION",
+		Checksums: []checksum{{"SHA256", sum}}, PrimaryPurpose: "APPLICATION"}
+	g.uses[bin.SPDXID] = map[string]bool{}
+	deps := append([]*debugModule{{bi.Main.Path, bi.Main.Version}}, toModules(bi)...)
+	deps = append(deps, &debugModule{"stdlib", strings.TrimPrefix(bi.GoVersion, "go")})
+	for _, m := range deps {
+		if m.path == "" {
+			continue
+		}
+		key := m.path + "@" + m.version
+		if _, ok := g.modules[key]; !ok {
+			g.modules[key] = modulePkg(m, key)
+		}
+		g.uses[bin.SPDXID][g.modules[key].SPDXID] = true
+	}
+	return bin, nil
+}
+
+// modulePkg is the SPDX package of one Go module, named by its purl.
+func modulePkg(m *debugModule, key string) pkg {
+	p := pkg{Name: m.path, SPDXID: "SPDXRef-Package-" + spdxID(key), Version: m.version,
+		DownloadLocation: "NOASSERTION", PrimaryPurpose: "LIBRARY"}
+	purl := "pkg:golang/" + m.path + "@" + m.version
+	if m.path == "stdlib" {
+		purl = "pkg:golang/stdlib@" + m.version
+	}
+	p.ExternalRefs = []externalRef{{"PACKAGE-MANAGER", "purl", purl}}
+	return p
+}
+
+// appendTo adds the modules and the DEPENDS_ON relationships to doc, each
+// sorted so that the same binaries give the same bytes.
+func (g *graph) appendTo(doc *document) {
+	keys := make([]string, 0, len(g.modules))
+	for k := range g.modules {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
 	for _, k := range keys {
-		doc.Packages = append(doc.Packages, modules[k])
+		doc.Packages = append(doc.Packages, g.modules[k])
 	}
-	binIDs := make([]string, 0, len(uses))
-	for id := range uses {
+	binIDs := make([]string, 0, len(g.uses))
+	for id := range g.uses {
 		binIDs = append(binIDs, id)
 	}
 	sort.Strings(binIDs)
 	for _, b := range binIDs {
-		deps := make([]string, 0, len(uses[b]))
-		for d := range uses[b] {
+		deps := make([]string, 0, len(g.uses[b]))
+		for d := range g.uses[b] {
 			deps = append(deps, d)
 		}
 		sort.Strings(deps)
@@ -156,9 +186,6 @@ func run(args []string, out io.Writer) error {
 			doc.Relationships = append(doc.Relationships, relationship{b, "DEPENDS_ON", d})
 		}
 	}
-	enc := json.NewEncoder(out)
-	enc.SetIndent("", "  ")
-	return enc.Encode(doc)
 }
 
 type debugModule struct{ path, version string }
