@@ -139,11 +139,20 @@ func (r Run) Render() string {
 		"holds the rules of the chain's plugin only (`ISTIO_*` or `MESH_*`; none under flannel alone), and its app's " +
 		"connection reaches the proxy on 15001 with the original destination (under flannel alone: the peer itself). " +
 		"The run stops if one is not.\n\n")
+	r.renderResults(&b)
+	r.renderRounds(&b)
+	b.WriteString("\nFigures are from this machine and this run; they are not asserted anywhere.\n")
+	return b.String()
+}
+
+// renderResults writes the busy-machine warning, the table per chain and
+// the ratios.
+func (r Run) renderResults(b *strings.Builder) {
 	if l := strings.Fields(r.LoadBefore); len(l) > 0 {
 		var avg float64
 		_, _ = fmt.Sscan(l[0], &avg) // unreadable: 0, no warning
 		if avg > float64(r.CPUs) {
-			fmt.Fprintf(&b, "**The machine was shared with other work (load average %.1f on %d CPUs at the start).** "+
+			fmt.Fprintf(b, "**The machine was shared with other work (load average %.1f on %d CPUs at the start).** "+
 				"Absolute times are this machine's under that load; only the ratios, measured interleaved in one run, compare.\n\n", avg, r.CPUs)
 		}
 	}
@@ -155,11 +164,11 @@ func (r Run) Render() string {
 			continue
 		}
 		s, srv := Summarize(res.local()), Summarize(res.server())
-		fmt.Fprintf(&b, "| %s | %d | %s | %s | %s | %s / %s | %d | %d | %d |\n", c, s.N, ms(s.P50), ms(s.P99), ms(s.Max),
+		fmt.Fprintf(b, "| %s | %d | %s | %s | %s | %s / %s | %d | %d | %d |\n", c, s.N, ms(s.P50), ms(s.P99), ms(s.Max),
 			ms(srv.P50), ms(srv.P99), res.Verified, res.Failed, res.SandboxFailures)
 	}
 	p50, p99 := r.Ratios()
-	fmt.Fprintf(&b, "\n**mesh-cni ÷ istio-cni: p50 %.2f, p99 %.2f.**", p50, p99)
+	fmt.Fprintf(b, "\n**mesh-cni ÷ istio-cni: p50 %.2f, p99 %.2f.**", p50, p99)
 	if base, ok := r.result(Baseline); ok && len(base.Samples) > 0 {
 		bs := Summarize(base.local())
 		var parts []string
@@ -170,17 +179,21 @@ func (r Run) Render() string {
 					float64(s.P50-bs.P50)/float64(time.Millisecond), float64(s.P99-bs.P99)/float64(time.Millisecond)))
 			}
 		}
-		fmt.Fprintf(&b, " Over flannel alone: %s.", strings.Join(parts, "; "))
+		fmt.Fprintf(b, " Over flannel alone: %s.", strings.Join(parts, "; "))
 	}
 	b.WriteString("\n\nThe p99 of one chain is near its largest few values: a load spike during a single batch moves it " +
 		"(the rounds below show where), so the p50 is the steadier figure.")
+}
+
+// renderRounds writes the p50 of each chain per round.
+func (r Run) renderRounds(b *strings.Builder) {
 	b.WriteString("\n\np50 per round (drift over the run shows here):\n\n| round |")
 	for _, c := range Chains {
-		fmt.Fprintf(&b, " %s |", c)
+		fmt.Fprintf(b, " %s |", c)
 	}
 	b.WriteString("\n|---|" + strings.Repeat("---|", len(Chains)) + "\n")
 	for n := range r.Rounds {
-		fmt.Fprintf(&b, "| %d |", n+1)
+		fmt.Fprintf(b, "| %d |", n+1)
 		for _, c := range Chains {
 			res, _ := r.result(c)
 			d := res.round(n)
@@ -188,12 +201,10 @@ func (r Run) Render() string {
 				b.WriteString(" n/a |")
 				continue
 			}
-			fmt.Fprintf(&b, " %s (%d) |", ms(Percentile(d, 50)), len(d))
+			fmt.Fprintf(b, " %s (%d) |", ms(Percentile(d, 50)), len(d))
 		}
 		b.WriteString("\n")
 	}
-	b.WriteString("\nFigures are from this machine and this run; they are not asserted anywhere.\n")
-	return b.String()
 }
 
 // WriteSection replaces this benchmark's section of the Markdown file at
