@@ -29,17 +29,23 @@ func TestThawUnderLetsAKillLand(t *testing.T) {
 	}
 	node := filepath.Join(freezer, "mesh-cni-kindnode-test-"+strconv.Itoa(os.Getpid()))
 	inner := filepath.Join(node, "pod", "container")
-	if err := os.MkdirAll(inner, 0o755); err != nil {
-		t.Fatal(err)
+	// A kind node's systemd moves itself into init.scope, below the node's
+	// cgroup and beside the kubelet's slices.
+	initScope := filepath.Join(node, "init.scope")
+	for _, d := range []string{inner, initScope} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
 	}
 	t.Cleanup(func() {
 		_ = os.WriteFile(filepath.Join(inner, "freezer.state"), []byte("THAWED"), 0)
 		time.Sleep(100 * time.Millisecond)
 		_ = os.Remove(inner)
 		_ = os.Remove(filepath.Dir(inner))
+		_ = os.Remove(initScope)
 		_ = os.Remove(node)
 	})
-	nodeInit := start(t, node)
+	nodeInit := start(t, initScope)
 	stuck := start(t, inner)
 
 	write(t, filepath.Join(inner, "freezer.state"), "FROZEN")
