@@ -88,8 +88,9 @@ func cgroupDirs(pid int) ([]string, error) {
 		// hierarchy-ID:controllers:path
 		parts := strings.SplitN(sc.Text(), ":", 3)
 		if len(parts) == 3 {
-			// A kind node's systemd sits in init.scope, beside the
-			// kubelet's slices: the node is the cgroup above it.
+			// A kind node's systemd sits in init.scope (cgroup v2, and
+			// the v1 controllers systemd manages), beside the kubelet's
+			// slices: the node is the cgroup above it.
 			parts[2] = strings.TrimSuffix(parts[2], "/init.scope")
 		}
 		if len(parts) != 3 || parts[2] == "/" || parts[2] == "" {

@@ -30,7 +30,9 @@ func TestThawUnderLetsAKillLand(t *testing.T) {
 	node := filepath.Join(freezer, "mesh-cni-kindnode-test-"+strconv.Itoa(os.Getpid()))
 	inner := filepath.Join(node, "pod", "container")
 	// A kind node's systemd moves itself into init.scope, below the node's
-	// cgroup and beside the kubelet's slices.
+	// cgroup and beside the kubelet's slices (on cgroup v2, and in the v1
+	// hierarchies systemd manages; here modelled in the v1 freezer, the
+	// only freezer this kind of host has).
 	initScope := filepath.Join(node, "init.scope")
 	for _, d := range []string{inner, initScope} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
