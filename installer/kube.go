@@ -145,6 +145,36 @@ type dsProbe struct {
 	backoff    wait.Backoff // zero: retry.Backoff(time.Minute)
 	allowed    atomic.Bool  // a GET was answered once
 	deleted    atomic.Bool  // the last word of the API server: deleted
+	watching   atomic.Bool  // a watch is open
+}
+
+// stopWatchWait bounds how long the decision at stop waits for an open
+// watch to deliver a deletion (deletedWithin).
+const stopWatchWait = 5 * time.Second
+
+// startProbe runs a DaemonSet probe until stop is called. It outlives ctx's
+// cancellation on purpose: SIGTERM cancels ctx, and the decision that
+// follows still needs the watch (deletedWithin).
+func startProbe(ctx context.Context, daemonSets appsv1client.DaemonSetsGetter, cfg *config, log *slog.Logger) (p *dsProbe, stop func()) {
+	p = &dsProbe{daemonSets: daemonSets, namespace: cfg.namespace, name: cfg.daemonSetName, log: log}
+	pctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	done := make(chan struct{})
+	go func() { defer close(done); p.run(pctx) }()
+	return p, func() { cancel(); <-done }
+}
+
+// deletedWithin says whether the API server said the DaemonSet was
+// deleted, waiting up to d while a watch is open. helm uninstall deletes
+// the DaemonSet and then the agent's RBAC; on a loaded node SIGTERM can
+// come before the agent has read the deletion off its watch, and the
+// lookup at stop is then refused. The watch, opened while access worked,
+// still delivers it.
+func (p *dsProbe) deletedWithin(d time.Duration) bool {
+	deadline := time.Now().Add(d)
+	for !p.deleted.Load() && p.watching.Load() && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	return p.deleted.Load()
 }
 
 // run GETs the DaemonSet and watches it from there, again after every
@@ -206,6 +236,8 @@ func (p *dsProbe) watch(ctx context.Context, rv string) error {
 		return err
 	}
 	defer w.Stop()
+	p.watching.Store(true)
+	defer p.watching.Store(false)
 	for ev := range w.ResultChan() {
 		switch ev.Type {
 		case watch.Deleted:
@@ -229,11 +261,11 @@ func (p *dsProbe) see(deleted bool, how string) {
 
 // shouldUninstall decides what a stop means. In auto mode the release is
 // being removed only when the API server says so: the DaemonSet is gone
-// (404) or being deleted, at stop or, when the lookup at stop fails, last
-// seen by the watch (seenDeleted). A rolling update, drain or restart keeps
+// (404) or being deleted, at stop or, when the lookup at stop fails, as
+// seen by the watch (seenDeleted, asked only then). A rolling update, drain or restart keeps
 // everything in place so no pod starts unmeshed, and so does any doubt:
 // 401, 403 (an RBAC change during a rollout), 5xx, timeouts, no API.
-func shouldUninstall(daemonSets appsv1client.DaemonSetsGetter, cfg *config, seenDeleted bool) (bool, string) {
+func shouldUninstall(daemonSets appsv1client.DaemonSetsGetter, cfg *config, seenDeleted func() bool) (bool, string) {
 	switch cfg.uninstallMode {
 	case "always":
 		return true, "uninstall-mode=always"
@@ -256,11 +288,11 @@ func shouldUninstall(daemonSets appsv1client.DaemonSetsGetter, cfg *config, seen
 }
 
 // decide maps a failed DaemonSet GET to uninstall or keep.
-func decide(err error, seenDeleted bool, ds string) (bool, string) {
+func decide(err error, seenDeleted func() bool, ds string) (bool, string) {
 	switch {
 	case apierrors.IsNotFound(err):
 		return true, fmt.Sprintf("DaemonSet %s is gone", ds)
-	case seenDeleted:
+	case seenDeleted():
 		return true, fmt.Sprintf("DaemonSet %s was deleted (seen while it could be watched; now: %v)", ds, err)
 	}
 	return false, fmt.Sprintf("cannot look up the DaemonSet, keeping the chain entry: %v", err)

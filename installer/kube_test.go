@@ -120,14 +120,14 @@ func TestShouldUninstall(t *testing.T) {
 	ctx := context.Background()
 	ds := client.AppsV1()
 	cfg := &config{uninstallMode: "auto", namespace: ns, daemonSetName: "mesh-cni"}
-	if u, why := shouldUninstall(ds, cfg, true); u {
+	if u, why := shouldUninstall(ds, cfg, seen(true)); u {
 		t.Fatalf("uninstall while the DaemonSet exists: %s", why)
 	}
 	// Another DaemonSet name: the chart's Role does not grant it. Without
 	// an earlier successful GET a 403 proves nothing: keep everything.
 	other := *cfg
 	other.daemonSetName = "someone-else"
-	if u, why := shouldUninstall(ds, &other, false); u || !strings.Contains(why, "cannot look up") {
+	if u, why := shouldUninstall(ds, &other, seen(false)); u || !strings.Contains(why, "cannot look up") {
 		t.Fatalf("got %v %s", u, why)
 	}
 	// Being deleted (foreground deletion holds it with a finalizer).
@@ -139,21 +139,21 @@ func TestShouldUninstall(t *testing.T) {
 	if err := dsc.Delete(ctx, "mesh-cni", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if u, why := shouldUninstall(ds, cfg, true); !u || !strings.Contains(why, "being deleted") {
+	if u, why := shouldUninstall(ds, cfg, seen(true)); !u || !strings.Contains(why, "being deleted") {
 		t.Fatalf("got %v %s", u, why)
 	}
 	if _, err := dsc.Patch(ctx, "mesh-cni", "application/merge-patch+json", []byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, func() bool { u, why := shouldUninstall(ds, cfg, true); return u && strings.Contains(why, "gone") })
+	waitFor(t, func() bool { u, why := shouldUninstall(ds, cfg, seen(true)); return u && strings.Contains(why, "gone") })
 	for mode, want := range map[string]bool{"always": true, "never": false} {
 		c := *cfg
 		c.uninstallMode = mode
-		if u, _ := shouldUninstall(nil, &c, false); u != want {
+		if u, _ := shouldUninstall(nil, &c, seen(false)); u != want {
 			t.Errorf("%s: %v", mode, u)
 		}
 	}
-	if u, _ := shouldUninstall(nil, cfg, true); u {
+	if u, _ := shouldUninstall(nil, cfg, seen(true)); u {
 		t.Error("auto without API access uninstalled")
 	}
 
@@ -165,10 +165,10 @@ func TestShouldUninstall(t *testing.T) {
 			_, err := ds.DaemonSets(ns).Get(ctx, "mesh-cni", metav1.GetOptions{})
 			return is(err)
 		})
-		if u, why := shouldUninstall(ds, cfg, false); u || !strings.Contains(why, "cannot look up") {
+		if u, why := shouldUninstall(ds, cfg, seen(false)); u || !strings.Contains(why, "cannot look up") {
 			t.Errorf("%s uninstalled: %v %s", code, u, why)
 		}
-		if u, why := shouldUninstall(ds, cfg, true); !u || !strings.Contains(why, "was deleted") {
+		if u, why := shouldUninstall(ds, cfg, seen(true)); !u || !strings.Contains(why, "was deleted") {
 			t.Errorf("%s after a deletion seen: got %v %s", code, u, why)
 		}
 	}
@@ -203,7 +203,7 @@ func TestDecide(t *testing.T) {
 		{"unreachable", &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}, false, false},
 		{"deadline", context.DeadlineExceeded, false, false},
 	} {
-		if got, why := decide(c.err, c.seenDeleted, "ns/mesh-cni"); got != c.want {
+		if got, why := decide(c.err, seen(c.seenDeleted), "ns/mesh-cni"); got != c.want {
 			t.Errorf("%s: got %v (%s)", c.name, got, why)
 		}
 	}

@@ -91,12 +91,17 @@ func run(cfg *config, log *slog.Logger) error {
 		uidOf = startControllers(ctx, api.client.core, cfg, log)
 	}
 	a := agent.New(agentOptions(ctx, cfg, in, backendName, api, rec, log))
-	probe, err := serve(ctx, cfg, a, api, podWarner(rec, uidOf), log)
-	if err != nil {
+	seenDeleted := func() bool { return false }
+	if api.client != nil && cfg.uninstallMode == "auto" && cfg.namespace != "" {
+		probe, stopProbe := startProbe(ctx, api.client.apps, cfg, log)
+		defer stopProbe()
+		seenDeleted = func() bool { return probe.deletedWithin(stopWatchWait) }
+	}
+	if err := serve(ctx, cfg, a, podWarner(rec, uidOf), log); err != nil {
 		return err
 	}
 	log.Info("stopping")
-	return finish(cfg, a, api, probe != nil && probe.deleted.Load(), log)
+	return finish(cfg, a, api, seenDeleted, log)
 }
 
 // newInstaller builds the installer and names the backend the entry asks
@@ -213,11 +218,9 @@ func agentOptions(ctx context.Context, cfg *config, in *install.Installer, backe
 	}
 }
 
-// serve runs the agent, its probe and metrics servers, the report socket
-// and (uninstallMode auto) the DaemonSet probe until ctx ends or one of
-// them fails. The probe it returns (nil when off) says whether the
-// DaemonSet was seen deleted.
-func serve(ctx context.Context, cfg *config, a *agent.Agent, api *apiAccess, warn func(node.Event), log *slog.Logger) (*dsProbe, error) {
+// serve runs the agent, its probe and metrics servers and the report
+// socket until ctx ends or one of them fails.
+func serve(ctx context.Context, cfg *config, a *agent.Agent, warn func(node.Event), log *slog.Logger) error {
 	errc := make(chan error, 4)
 	go func() { errc <- agent.ServeHTTP(ctx, cfg.probeAddr, a.ProbeHandler()) }()
 	go func() { errc <- agent.ServeHTTP(ctx, cfg.metricsAddr, agent.MetricsHandler()) }()
@@ -227,27 +230,22 @@ func serve(ctx context.Context, cfg *config, a *agent.Agent, api *apiAccess, war
 			log.Error("report socket stopped", "err", err)
 		}
 	}()
-	var probe *dsProbe
-	if api.client != nil && cfg.uninstallMode == "auto" && cfg.namespace != "" {
-		probe = &dsProbe{daemonSets: api.client.apps, namespace: cfg.namespace, name: cfg.daemonSetName, log: log}
-		go probe.run(ctx)
-	}
 	go func() { errc <- a.Run(ctx) }()
 
 	select {
 	case <-ctx.Done():
 	case err := <-errc:
 		if err != nil && ctx.Err() == nil {
-			return probe, err
+			return err
 		}
 	}
-	return probe, nil
+	return nil
 }
 
 // finish uninstalls mesh-cni from the node when the release is gone
 // (shouldUninstall), and otherwise leaves everything in place for the
 // next agent: a restart or rolling update must not unmesh the node.
-func finish(cfg *config, a *agent.Agent, api *apiAccess, seenDeleted bool, log *slog.Logger) error {
+func finish(cfg *config, a *agent.Agent, api *apiAccess, seenDeleted func() bool, log *slog.Logger) error {
 	var daemonSets appsv1client.DaemonSetsGetter
 	if api.client != nil {
 		daemonSets = api.client.apps
