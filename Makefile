@@ -10,10 +10,11 @@ COMMIT ?= $(shell bash hack/commit.sh)
 LDFLAGS := -s -w -X github.com/mesh-cni/mesh-cni/internal/version.Version=$(VERSION) \
 	-X github.com/mesh-cni/mesh-cni/internal/version.Commit=$(COMMIT)
 BIN := $(CURDIR)/bin
-# Test packages in parallel, but not more than the cores we have. hack's
-# TestRelease cross-builds both platforms: more than go test's default 10m
-# on a loaded 2-core machine.
-GOTEST := $(GO) test -count=1 -p 2 -timeout 30m
+# Four test packages at a time: most of their time is spent waiting (on
+# an API server, a dial, a subprocess), not on the CPU. hack's TestRelease
+# cross-builds both platforms: more than go test's default 10m on a loaded
+# 2-core machine.
+GOTEST := $(GO) test -count=1 -p 4 -timeout 30m
 
 .PHONY: lint release release-tools chart-readme bench-plugin bench-podcache bench-cluster all build deps k8s-bins istio-bins istio-goldens test test-unit test-fuzz bench bench-agent clean image image-tar chart-lint kustomize-base generate test-chart bench-chart
 
@@ -32,8 +33,13 @@ build:
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/mesh-cni-validator ./cmd/mesh-cni-validator
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/mesh-cni-metrics-proxy ./cmd/mesh-cni-metrics-proxy
 
-## test: every test (the README's test command); lint first, it fails fast
-test: lint deps build k8s-bins istio-bins release-tools test-unit test-fuzz test-chart test-istio-install-cni test-e2e-ci
+## test: every test (the README's test command); lint first, it fails fast. Then two lanes side
+## by side (hack/lanes.sh): the host's tests (unit, fuzz, chart, Istio's install-cni) and the kind
+## clusters (test-e2e-ci), which mostly wait on pods; every image they use is built before.
+test: lint deps build k8s-bins istio-bins release-tools testproxy-tar kind-image flannel-tar istio-images
+	@bash hack/lanes.sh \
+	  host '$(MAKE) --no-print-directory test-unit test-fuzz test-chart test-istio-install-cni' \
+	  kind '$(MAKE) --no-print-directory test-e2e-ci'
 
 ## lint: go vet (the e2e suite with its build tag too), then golangci-lint with .golangci.yml
 ## (pinned in hack/lint/go.mod, built once by hack/build-tools.sh)
