@@ -52,7 +52,7 @@ func TestKubeFlagsConfig(t *testing.T) {
 	fs := pflag.NewFlagSet("kube", pflag.ContinueOnError)
 	k.addFlags(fs)
 	if err := fs.Parse([]string{"-s", "https://api.example:6443", "--token", "t0k", "--as", "alice",
-		"--as-group", "g1", "--as-user-extra", "scopes=a", "--as-user-extra", "scopes=b", "--as-user-extra", "malformed",
+		"--as-group", "g1", "--as-user-extra", "scopes=a", "--as-user-extra", "scopes=b",
 		"--request-timeout", "7s", "-n", "shop"}); err != nil {
 		t.Fatal(err)
 	}
@@ -67,6 +67,14 @@ func TestKubeFlagsConfig(t *testing.T) {
 	}
 	if ns, err := k.kubeNamespace(); err != nil || ns != "shop" || k.namespace() != "shop" {
 		t.Errorf("namespace %q, %v; -n %q", ns, err, k.namespace())
+	}
+	for _, bad := range []string{"malformed", "=value"} {
+		fs := pflag.NewFlagSet("kube", pflag.ContinueOnError)
+		newKubeFlags().addFlags(fs)
+		err := fs.Parse([]string{"--as-user-extra", bad})
+		if err == nil || !strings.Contains(err.Error(), "want KEY=VALUE") {
+			t.Errorf("--as-user-extra %q: %v, want a refusal", bad, err)
+		}
 	}
 }
 

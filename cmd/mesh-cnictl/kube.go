@@ -49,8 +49,24 @@ func (k *kubeFlags) addFlags(fs *pflag.FlagSet) {
 	names.AuthOverrideFlags.Username.LongName, names.AuthOverrideFlags.Password.LongName = "", ""
 	names.ClusterOverrideFlags.APIServer.ShortName = "s"
 	clientcmd.BindOverrideFlags(&k.overrides, fs, names)
-	fs.StringArrayVar(&k.userExtra, "as-user-extra", nil, "User extras to impersonate for the operation, KEY=VALUE; this flag can be repeated to specify multiple values for the same key.")
+	fs.Var((*userExtraFlag)(&k.userExtra), "as-user-extra", "User extras to impersonate for the operation, KEY=VALUE; this flag can be repeated to specify multiple values for the same key.")
 }
+
+// userExtraFlag is --as-user-extra: a string array whose every value must
+// be KEY=VALUE, refused at parse time rather than dropped.
+type userExtraFlag []string
+
+func (f *userExtraFlag) Set(v string) error {
+	if key, _, ok := strings.Cut(v, "="); !ok || key == "" {
+		return errors.New("want KEY=VALUE")
+	}
+	*f = append(*f, v)
+	return nil
+}
+
+func (f *userExtraFlag) String() string { return "[" + strings.Join(*f, ",") + "]" }
+
+func (f *userExtraFlag) Type() string { return "stringArray" }
 
 // namespace is -n, "" when not given.
 func (k *kubeFlags) namespace() string { return k.overrides.Context.Namespace }
@@ -62,9 +78,8 @@ func (k *kubeFlags) clientConfig() clientcmd.ClientConfig {
 		if len(k.userExtra) > 0 {
 			k.overrides.AuthInfo.ImpersonateUserExtra = map[string][]string{}
 			for _, kv := range k.userExtra {
-				if key, value, ok := strings.Cut(kv, "="); ok {
-					k.overrides.AuthInfo.ImpersonateUserExtra[key] = append(k.overrides.AuthInfo.ImpersonateUserExtra[key], value)
-				}
+				key, value, _ := strings.Cut(kv, "=") // userExtraFlag checked the form
+				k.overrides.AuthInfo.ImpersonateUserExtra[key] = append(k.overrides.AuthInfo.ImpersonateUserExtra[key], value)
 			}
 		}
 		k.loader = clientcmd.NewNonInteractiveDeferredLoadingClientConfig(k.rules, &k.overrides)
