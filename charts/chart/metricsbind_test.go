@@ -13,12 +13,12 @@ import (
 // the scrape annotations say https.
 func TestMetricsBindAddress(t *testing.T) {
 	for _, c := range []metricsBind{
-		{nil, "127.0.0.1:9197", "", false, false, nil, nil},
-		{"127.0.0.1", "127.0.0.1:9197", "", false, false, nil, nil},
-		{"::1", "[::1]:9197", "", false, false, nil, nil},
-		{"", "127.0.0.1:9198", ":9197", true, false, nil, nil},
-		{"0.0.0.0", "127.0.0.1:9198", "0.0.0.0:9197", true, false, nil, nil},
-		{"fd00::5", "127.0.0.1:19000", "[fd00::5]:9197", true, true, 19000, nil},
+		{nil, "127.0.0.1:9197", "", false, false, nil},
+		{"127.0.0.1", "127.0.0.1:9197", "", false, false, nil},
+		{"::1", "[::1]:9197", "", false, false, nil},
+		{"", "127.0.0.1:9198", ":9197", true, false, nil},
+		{"0.0.0.0", "127.0.0.1:9198", "0.0.0.0:9197", true, false, nil},
+		{"fd00::5", "127.0.0.1:19000", "[fd00::5]:9197", true, true, 19000},
 	} {
 		metricsBindCase(t, c)
 	}
@@ -55,10 +55,10 @@ const reviewRules = `{"apiGroups":["authentication.k8s.io"],"resources":["tokenr
 // metricsBind is one metrics.bindAddress (with its TLS Secret and internal
 // port) and what the chart must make of it.
 type metricsBind struct {
-	bind                any
-	agentAddr, listen   string
-	beyond, certDir     bool // beyond loopback: the proxy runs; a TLS Secret is named
-	internalPort, wantI any
+	bind              any
+	agentAddr, listen string
+	beyond, certDir   bool // beyond loopback: the proxy runs; a TLS Secret is named
+	internalPort      any
 }
 
 // metricsBindCase renders c and checks the agent's address, the containers,
