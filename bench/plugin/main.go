@@ -23,6 +23,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/mesh-cni/mesh-cni/bench/internal/docsection"
 	"github.com/mesh-cni/mesh-cni/internal/agent"
 )
 
@@ -128,7 +129,7 @@ func main() {
 	report := render(results, runs, chains, o.pluginBin, bins["istio-cni"])
 	if o.out == "" {
 		fmt.Print(report)
-	} else if err := writeSection(o.out, report); err != nil {
+	} else if err := docsection.Write(o.out, sectionName, report); err != nil {
 		fail(err.Error())
 	}
 	exit(0)

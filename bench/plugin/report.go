@@ -11,33 +11,9 @@ import (
 	"github.com/mesh-cni/mesh-cni/internal/testsupport/testenv"
 )
 
-// Markers delimit this benchmark's section of the shared benchmarks doc;
-// other parts keep their own sections in the same file.
-const (
-	startMarker = "<!-- bench-plugin:start -->"
-	endMarker   = "<!-- bench-plugin:end -->"
-)
-
-// writeSection replaces our section of path (or appends it).
-func writeSection(path, section string) error {
-	old, err := os.ReadFile(path)
-	if err != nil && !os.IsNotExist(err) {
-		return err
-	}
-	doc := string(old)
-	block := startMarker + "\n" + section + endMarker + "\n"
-	i, j := strings.Index(doc, startMarker), strings.Index(doc, endMarker)
-	switch {
-	case i >= 0 && j > i:
-		doc = doc[:i] + block + doc[j+len(endMarker):]
-		doc = strings.Replace(doc, endMarker+"\n\n", endMarker+"\n", 1)
-	case doc == "":
-		doc = "# Benchmarks\n\n" + block
-	default:
-		doc = strings.TrimRight(doc, "\n") + "\n\n" + block
-	}
-	return os.WriteFile(path, []byte(doc), 0o644)
-}
+// sectionName names our section of docs/benchmarks.md; the other
+// benchmarks keep their own sections in the same file.
+const sectionName = "bench-plugin"
 
 // startLoad is read when the benchmark starts, before it adds load.
 var startLoad, _ = os.ReadFile("/proc/loadavg")

@@ -1,12 +1,12 @@
 package podstart
 
 import (
-	"errors"
 	"fmt"
 	"math"
-	"os"
 	"strings"
 	"time"
+
+	"github.com/mesh-cni/mesh-cni/bench/internal/docsection"
 )
 
 // The chains the benchmark compares: flannel alone (the baseline, so the
@@ -20,12 +20,9 @@ const (
 // Chains is the order of the first round (Plan reverses every other one).
 var Chains = []string{Istio, Baseline, Mesh}
 
-// Markers delimit this benchmark's section of docs/benchmarks.md; the
+// sectionName names this benchmark's section of docs/benchmarks.md; the
 // other benchmarks keep their own sections in the same file.
-const (
-	StartMarker = "<!-- bench-cluster:start -->"
-	EndMarker   = "<!-- bench-cluster:end -->"
-)
+const sectionName = "bench-cluster"
 
 // Sample is one pod's start.
 type Sample struct {
@@ -208,29 +205,5 @@ func (r Run) renderRounds(b *strings.Builder) {
 }
 
 // WriteSection replaces this benchmark's section of the Markdown file at
-// path (between the markers), or appends it when the file has none. A file
-// with only one of the markers, or with them out of order, is left alone.
-func WriteSection(path, section string) error {
-	old, err := os.ReadFile(path)
-	if err != nil && !errors.Is(err, os.ErrNotExist) {
-		return fmt.Errorf("reading %s: %w", path, err)
-	}
-	doc := string(old)
-	block := StartMarker + "\n" + section + EndMarker + "\n"
-	i, j := strings.Index(doc, StartMarker), strings.Index(doc, EndMarker)
-	switch {
-	case i >= 0 && j > i:
-		rest := strings.TrimPrefix(doc[j+len(EndMarker):], "\n")
-		doc = doc[:i] + block + rest
-	case i >= 0 || j >= 0:
-		return fmt.Errorf("%s: %s and %s are not a pair in order; not writing", path, StartMarker, EndMarker)
-	case doc == "":
-		doc = "# Benchmarks\n\n" + block
-	default:
-		doc = strings.TrimRight(doc, "\n") + "\n\n" + block
-	}
-	if err := os.WriteFile(path, []byte(doc), 0o644); err != nil {
-		return fmt.Errorf("writing %s: %w", path, err)
-	}
-	return nil
-}
+// path, or appends it (docsection.Write).
+func WriteSection(path, section string) error { return docsection.Write(path, sectionName, section) }
