@@ -31,6 +31,7 @@ func TestUsage(t *testing.T) {
 		{[]string{"explain", "--format", "xml"}, exitUsage, `--format "xml"`},
 		{[]string{"explain", "--profile", "istio", "--config", "x"}, exitUsage, "exclude each other"},
 		{[]string{"explain", "--annotation", "novalue"}, exitUsage, "KEY=VALUE"},
+		{[]string{"explain", "--mesh-config", "{}"}, exitUsage, "--mesh-config needs --profile"},
 		{[]string{"explain", "a", "b"}, exitUsage, `unexpected argument "b"`},
 		{[]string{"explain", "--pod", "pod.yaml", "web-0"}, exitUsage, "--pod and a pod name exclude each other"},
 		{[]string{"explain", "-n", "a", "b/web-0"}, exitUsage, "names namespace b, -n names a"},

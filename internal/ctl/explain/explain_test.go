@@ -6,11 +6,38 @@ import (
 	"testing"
 )
 
-func run(t *testing.T, args ...string) (int, string, string) {
+// The command line, its exit codes and its usage errors are tested with
+// the command, in cmd/mesh-cnictl; these tests give Explain the Options
+// its flags fill in.
+
+// istioStatus is the annotation istio's injector leaves on a pod.
+const istioStatus = "sidecar.istio.io/status"
+
+const istioProxy = `{"containers":["istio-proxy"]}`
+
+// explainText runs Explain as the command does: the flags' defaults for
+// what o leaves empty, the combination validated first.
+func explainText(t *testing.T, o Options) (string, error) {
 	t.Helper()
-	var out, errb bytes.Buffer
-	code := Run(args, &out, &errb)
-	return code, out.String(), errb.String()
+	if o.Format == "" {
+		o.Format = NewOptions().Format
+	}
+	if err := o.Validate(); err != nil {
+		t.Fatalf("%+v: %v", o, err)
+	}
+	var out bytes.Buffer
+	_, err := Explain(o, &out)
+	return out.String(), err
+}
+
+// explainOK is explainText for valid input: any decision, no error.
+func explainOK(t *testing.T, o Options) string {
+	t.Helper()
+	out, err := explainText(t, o)
+	if err != nil {
+		t.Fatalf("%+v: %v", o, err)
+	}
+	return out
 }
 
 func expect(t *testing.T, got string, want ...string) {
@@ -32,14 +59,11 @@ func reject(t *testing.T, got string, unwanted ...string) {
 }
 
 func TestIstioAnnotations(t *testing.T) {
-	code, out, errs := run(t,
-		"--annotation", `sidecar.istio.io/status={"containers":["istio-proxy"]}`,
-		"--annotation", "traffic.sidecar.istio.io/excludeOutboundIPRanges=10.0.0.0/8",
-		"--annotation", "sidecar.istio.io/interceptionMode=TPROXY",
-		"--family", "ipv4")
-	if code != 0 {
-		t.Fatalf("exit %d: %s", code, errs)
-	}
+	out := explainOK(t, Options{Family: "ipv4", Annotations: KV{
+		istioStatus: istioProxy,
+		"traffic.sidecar.istio.io/excludeOutboundIPRanges": "10.0.0.0/8",
+		"sidecar.istio.io/interceptionMode":                "TPROXY",
+	}})
 	expect(t, out, "decision: redirect (mesh istio)", "mode:              TPROXY",
 		"# nft -f -\ntable inet mesh_cni", "tproxy ip to :15006",
 		"# iptables-restore --noflush\n*nat", "*mangle", "-j TPROXY --on-port 15006",
@@ -49,10 +73,10 @@ func TestIstioAnnotations(t *testing.T) {
 }
 
 func TestFormat(t *testing.T) {
-	_, out, _ := run(t, "--profile", "istio", "--annotation", `sidecar.istio.io/status={"containers":["istio-proxy"]}`, "--format", "nft")
+	out := explainOK(t, Options{Profile: "istio", Annotations: KV{istioStatus: istioProxy}, Format: "nft"})
 	expect(t, out, "table inet mesh_cni")
 	reject(t, out, "iptables-restore")
-	_, out, _ = run(t, "--profile", "istio", "--annotation", `sidecar.istio.io/status={"containers":["istio-proxy"]}`, "--format", "iptables")
+	out = explainOK(t, Options{Profile: "istio", Annotations: KV{istioStatus: istioProxy}, Format: "iptables"})
 	expect(t, out, "# iptables-restore --noflush", "# ip6tables-restore --noflush")
 	reject(t, out, "table inet")
 }
@@ -60,10 +84,7 @@ func TestFormat(t *testing.T) {
 // A pod manifest: annotations alone cannot decide for linkerd, so the spec
 // is read as ADD would, with the proxy's runAsUser and the pod's families.
 func TestLinkerdPodManifest(t *testing.T) {
-	code, out, errs := run(t, "--pod", "testdata/linkerd-pod.yaml")
-	if code != 0 {
-		t.Fatalf("exit %d: %s", code, errs)
-	}
+	out := explainOK(t, Options{PodPath: "testdata/linkerd-pod.yaml"})
 	expect(t, out, "pod: shop/web-6d4cf56db6-abcde",
 		"annotations alone: cannot decide (need-spec, mesh linkerd)",
 		"decision: redirect (mesh linkerd)", "families:          ipv4, ipv6", "proxy uid/gid:     2103/none",
@@ -74,60 +95,48 @@ func TestLinkerdPodManifest(t *testing.T) {
 // Annotations that need the spec: explain says so, and shows the rules ADD
 // applies if the lookup confirms the sidecar.
 func TestNeedSpecWithoutPod(t *testing.T) {
-	_, out, _ := run(t, "--annotation", "linkerd.io/proxy-version=x", "--format", "nft")
+	out := explainOK(t, Options{Annotations: KV{"linkerd.io/proxy-version": "x"}, Format: "nft"})
 	expect(t, out, "annotations alone: cannot decide (need-spec, mesh linkerd)",
 		"decision: needs the pod spec (pass --pod); assuming it runs linkerd-proxy in CNI mode:",
 		"decision: redirect (mesh linkerd)", "redirect to :4140")
-	_, out, _ = run(t, "--profile", "custom", "--mesh-config", `{"sidecar": "envoy", "proxyUID": 101, "inboundPort": 9000, "outboundPort": 9001}`)
+	out = explainOK(t, Options{Profile: "custom", MeshConfig: `{"sidecar": "envoy", "proxyUID": 101, "inboundPort": 9000, "outboundPort": 9001}`})
 	expect(t, out, "assuming it runs envoy in CNI mode", "--uid-owner 101")
 }
 
 // Labels never reach ADD from the runtime; they count once the pod is
 // looked up.
 func TestLabels(t *testing.T) {
-	_, out, _ := run(t, "--pod", "testdata/linkerd-pod.yaml", "--label", "linkerd.io/control-plane-component=destination")
+	out := explainOK(t, Options{PodPath: "testdata/linkerd-pod.yaml", Labels: KV{"linkerd.io/control-plane-component": "destination"}})
 	expect(t, out, "except ports 443,3306,6443", "-A MESH_OUTPUT -p tcp -m multiport --dports 443,3306,6443")
 }
 
 // A workload manifest is judged by its pod template.
 func TestWorkloadManifest(t *testing.T) {
-	code, out, errs := run(t, "--pod", "testdata/istio-deployment.yaml", "--family", "ipv4")
-	if code != 0 {
-		t.Fatalf("exit %d: %s", code, errs)
-	}
+	const deployment = "testdata/istio-deployment.yaml"
+	out := explainOK(t, Options{PodPath: deployment, Family: "ipv4"})
 	// By default istio pods are judged from the spec: the proxy's DNS env
 	// (a mesh-wide capture) counts, and so does the inbound port list.
 	expect(t, out, "pod: bookinfo/reviews-<pod>", "annotations alone: cannot decide", "decision: redirect (mesh istio)",
 		"ports 9080,", "--dport 9080", "dns:               tcp/udp 53 to any destination, from every process but the proxy, to port 15053")
 	// Trusting the annotations, the env is not seen.
-	code, out, _ = run(t, "--pod", "testdata/istio-deployment.yaml", "--profile", "istio", "--mesh-config", `{"trustAnnotations": true}`)
-	if code != 0 {
-		t.Fatal(out)
-	}
+	out = explainOK(t, Options{PodPath: deployment, Profile: "istio", MeshConfig: `{"trustAnnotations": true}`})
 	expect(t, out, "decision: redirect (mesh istio)")
 	reject(t, out, "annotations alone: cannot decide")
-	code, out, _ = run(t, "--pod", "testdata/istio-deployment.yaml", "--profile", "istio", "--mesh-config", `{"trustAnnotations": false}`)
-	if code != 0 {
-		t.Fatal(out)
-	}
+	out = explainOK(t, Options{PodPath: deployment, Profile: "istio", MeshConfig: `{"trustAnnotations": false}`})
 	expect(t, out, "annotations alone: cannot decide", "dns:               tcp/udp 53 to any destination, from every process but the proxy, to port 15053")
 }
 
 func TestSkips(t *testing.T) {
 	for _, c := range []struct {
-		args []string
+		o    Options
 		want string
 	}{
-		{[]string{"--pod", "testdata/linkerd-init-pod.json"}, "decision: skip (init-container-mode, mesh linkerd); ADD changes nothing"},
-		{[]string{"--pod", "testdata/istio-gateway.yaml"}, "decision: skip (not-sidecar, mesh istio)"},
-		{[]string{"--annotation", "app=web"}, "decision: skip (no-sidecar)"},
-
-		{[]string{"--annotation", `sidecar.istio.io/status={"containers":["istio-proxy"]}`, "--annotation", "sidecar.istio.io/inject=false"}, "decision: skip (inject-disabled, mesh istio)"},
+		{Options{PodPath: "testdata/linkerd-init-pod.json"}, "decision: skip (init-container-mode, mesh linkerd); ADD changes nothing"},
+		{Options{PodPath: "testdata/istio-gateway.yaml"}, "decision: skip (not-sidecar, mesh istio)"},
+		{Options{Annotations: KV{"app": "web"}}, "decision: skip (no-sidecar)"},
+		{Options{Annotations: KV{istioStatus: istioProxy, "sidecar.istio.io/inject": "false"}}, "decision: skip (inject-disabled, mesh istio)"},
 	} {
-		code, out, errs := run(t, c.args...)
-		if code != 0 {
-			t.Errorf("%v: exit %d: %s", c.args, code, errs)
-		}
+		out := explainOK(t, c.o)
 		expect(t, out, c.want)
 		reject(t, out, "*nat", "table inet")
 	}
@@ -136,86 +145,41 @@ func TestSkips(t *testing.T) {
 // --config reads the chain entry through the plugin's parser, from a
 // conflist: excluded namespaces, ipv6 off, a custom mesh.
 func TestConfig(t *testing.T) {
-	_, out, _ := run(t, "--config", "testdata/conflist.json", "--pod", "testdata/linkerd-pod.yaml")
+	const conflist = "testdata/conflist.json"
+	out := explainOK(t, Options{ConfigPath: conflist, PodPath: "testdata/linkerd-pod.yaml"})
 	expect(t, out, "decision: skip (excluded)")
 
-	code, out, errs := run(t, "--config", "testdata/conflist.json", "--annotation", "example.com/proxy=envoy")
-	if code != 0 {
-		t.Fatalf("exit %d: %s", code, errs)
-	}
+	out = explainOK(t, Options{ConfigPath: conflist, Annotations: KV{"example.com/proxy": "envoy"}})
 	expect(t, out, `"ipv6": false`, "decision: redirect (mesh custom)", "families:          ipv4", "mode:              TPROXY", "--uid-owner 101")
 	reject(t, out, "ip6tables-restore")
 
-	_, out, _ = run(t, "--config", "testdata/conflist.json", "--annotation", `sidecar.istio.io/status={"containers":["istio-proxy"]}`)
+	out = explainOK(t, Options{ConfigPath: conflist, Annotations: KV{istioStatus: istioProxy}})
 	expect(t, out, "decision: skip (no-sidecar)") // istio disabled in the config
-}
-
-func TestErrors(t *testing.T) {
-	for _, c := range []struct {
-		args []string
-		code int
-		want string
-	}{
-		{[]string{"--annotation", "linkerd.io/proxy-version=x", "--annotation", "config.linkerd.io/skip-inbound-ports=80,abc", "--profile", "linkerd", "--mesh-config", `{"trustAnnotations": true}`},
-			1, `annotation config.linkerd.io/skip-inbound-ports="80,abc": invalid port "abc"`},
-		{[]string{"--annotation", `sidecar.istio.io/status={"containers":["istio-proxy"]}`, "--annotation", "traffic.sidecar.istio.io/includeOutboundIPRanges=10.0.0.0/33"},
-			1, `includeOutboundIPRanges="10.0.0.0/33": invalid CIDR`},
-		{[]string{"--profile", "cilium"}, 1, `unknown mesh profile "cilium"`},
-		{[]string{"--profile", "custom"}, 1, "needs sidecar or selectAnnotation"},
-		{[]string{"--profile", "linkerd", "--mesh-config", `{"inboundPort": "x"}`}, 1, "--mesh-config"},
-		{[]string{"--profile", "linkerd", "--mesh-config", `{"bogus": 1}`}, 1, `unknown field "bogus"`},
-		{[]string{"--config", "testdata/nope.json"}, 1, "no such file"},
-		{[]string{"--config", "testdata/linkerd-pod.yaml"}, 1, "linkerd-pod.yaml"},
-		{[]string{"--pod", "testdata/conflist.json"}, 0, "decision: skip (no-sidecar)"}, // a conflist is no pod, but parses as an empty one
-		{[]string{"--family", "ipv5"}, 1, `--family "ipv5"`},
-		{[]string{"--format", "yaml"}, 2, "--format"},
-		{[]string{"--profile", "istio", "--config", "x"}, 2, "exclude each other"},
-		{[]string{"--mesh-config", "{}"}, 2, "needs --profile"},
-		{[]string{"--annotation", "novalue"}, 2, "KEY=VALUE"},
-		{[]string{"extra"}, 2, `unexpected argument "extra"`},
-	} {
-		code, out, errs := run(t, c.args...)
-		if code != c.code || !strings.Contains(out+errs, c.want) {
-			t.Errorf("%v: exit %d, want %d with %q; stdout:\n%s\nstderr:\n%s", c.args, code, c.code, c.want, out, errs)
-		}
-	}
-	if code, _, errs := run(t, "-h"); code != 0 || !strings.Contains(errs, "usage: mesh-cnictl explain") {
-		t.Errorf("-h: %d %s", code, errs)
-	}
 }
 
 // A pod-level runAsGroup is the app's group too: it is not exempt.
 func TestPodLevelGroup(t *testing.T) {
-	code, out, errs := run(t, "--pod", "testdata/linkerd-pod-group.yaml")
-	if code != 0 {
-		t.Fatalf("exit %d: %s", code, errs)
-	}
+	out := explainOK(t, Options{PodPath: "testdata/linkerd-pod-group.yaml"})
 	expect(t, out, "note: gid 1000 not exempt: shared with container app", "proxy uid/gid:     2102/none", "--uid-owner 2102")
 	reject(t, out, "--gid-owner", "skgid")
 }
 
 // An app with the proxy's UID is refused, naming the container.
 func TestAppWithProxyUID(t *testing.T) {
-	code, _, errs := run(t, "--pod", "testdata/linkerd-pod-proxy-uid.yaml")
-	if code == 0 {
+	_, err := explainText(t, Options{PodPath: "testdata/linkerd-pod-proxy-uid.yaml"})
+	if err == nil {
 		t.Fatal("explain accepted an app running as the proxy's uid")
 	}
-	expect(t, errs, "container app runs as uid 2102, the proxy's exempt uid")
+	expect(t, err.Error(), "container app runs as uid 2102, the proxy's exempt uid")
 }
 
 // Kuma and Consul pods are judged by default, each by its contract.
 func TestKumaAndConsulPods(t *testing.T) {
-	code, out, errs := run(t, "--pod", "../../testsupport/contract/testdata/kuma/exclusions.yaml", "--family", "ipv4")
-	if code != 0 {
-		t.Fatalf("exit %d: %s", code, errs)
-	}
+	out := explainOK(t, Options{PodPath: "../../testsupport/contract/testdata/kuma/exclusions.yaml", Family: "ipv4"})
 	expect(t, out, "decision: redirect (mesh kuma)", "proxy uid/gid:     5678/5678",
 		"-A MESH_OUTPUT -m owner --uid-owner 1500 -m comment --comment \"mesh-cni/exempt-uid\" -j RETURN",
 		"-A MESH_OUTPUT -p udp --dport 53 -m comment --comment \"mesh-cni/dns\" -j REDIRECT --to-ports 15053")
-	code, out, errs = run(t, "--pod", "../../testsupport/contract/testdata/consul/default.yaml", "--family", "ipv4")
-	if code != 0 {
-		t.Fatalf("exit %d: %s", code, errs)
-	}
+	out = explainOK(t, Options{PodPath: "../../testsupport/contract/testdata/consul/default.yaml", Family: "ipv4"})
 	expect(t, out, "decision: redirect (mesh consul)", "--uid-owner 5995", "--to-ports 20000",
 		"-A MESH_OUTPUT -p udp -d 127.0.0.1/32 --dport 53")
 }
@@ -224,27 +188,21 @@ func TestKumaAndConsulPods(t *testing.T) {
 // excluded destinations and UIDs, and ADD redirects IPv6 on a pod whose
 // status lists IPv4 only (eth0's link-local), with ::6 on lo.
 func TestKumaSummary(t *testing.T) {
-	code, out, errs := run(t, "--profile", "kuma", "--pod", "testdata/kuma-pod.yaml", "--format", "nft")
-	if code != 0 {
-		t.Fatalf("exit %d: %s", code, errs)
-	}
+	out := explainOK(t, Options{Profile: "kuma", PodPath: "testdata/kuma-pod.yaml", Format: "nft"})
 	expect(t, out, "decision: redirect (mesh kuma)", "families:          ipv4, ipv6",
 		"exempt uids:       2000-2999 tcp ports 22,443 (outbound not redirected; before DNS capture and the proxy's path to its own pod)",
 		"dns:               udp 53 to any destination except the skipped subnets, from every process but the proxy, to port 15053",
 		"drop invalid:      conntrack INVALID packets dropped (mangle PREROUTING)",
 		"lo addresses:      ::6/128", "ip addr add ::6/128 dev lo", "ct state invalid counter drop")
 	reject(t, out, "tcp/udp 53")
-	_, out, _ = run(t, "--profile", "kuma", "--pod", "testdata/kuma-pod.yaml", "--family", "ipv4", "--format", "nft")
+	out = explainOK(t, Options{Profile: "kuma", PodPath: "testdata/kuma-pod.yaml", Family: "ipv4", Format: "nft"})
 	reject(t, out, "::6", "ip6 ")
 }
 
 // Consul's DNS goes to its local resolver only, from every process, the
 // dataplane too; its init container's UID is exempt.
 func TestConsulSummary(t *testing.T) {
-	code, out, errs := run(t, "--profile", "consul", "--pod", "testdata/consul-pod.yaml", "--format", "nft")
-	if code != 0 {
-		t.Fatalf("exit %d: %s", code, errs)
-	}
+	out := explainOK(t, Options{Profile: "consul", PodPath: "testdata/consul-pod.yaml", Format: "nft"})
 	expect(t, out, "decision: redirect (mesh consul)", "families:          ipv4",
 		"exempt uids:       5996 (outbound not redirected; DNS capture still applies)",
 		"dns:               tcp/udp 53 to 127.0.0.1/32, from every process, the proxy too, to port 8600")

@@ -2,35 +2,14 @@ package explain
 
 import (
 	"errors"
-	"flag"
 	"fmt"
-	"io"
 	"slices"
 	"strings"
 
 	"github.com/spf13/pflag"
 )
 
-const usage = `usage: mesh-cnictl explain [flags]
-
-Shows whether ADD would redirect a pod, and the rules it would write, as an
-"nft -f" script and as "iptables-restore --noflush" input per family.
-
-Settings (default: the linkerd, istio, kuma and consul profiles with their defaults):
-  --profile NAME                   one profile (linkerd, istio, kuma, consul, custom), with its defaults
-  --mesh-config JSON               that profile's settings (a meshes.<name> object)
-  --config FILE                    the chain entry (or a conflist holding it)
-The pod:
-  --pod FILE                       a pod or workload manifest, YAML or JSON
-                                   (kubectl get pod -o yaml; a Deployment etc.: its pod template)
-  --annotation KEY=VALUE           a pod annotation (repeatable; over --pod's)
-  --label KEY=VALUE                a pod label (repeatable; over --pod's)
-Output:
-  --family ipv4,ipv6               the pod's families (default: --pod's status.podIPs, else both)
-  --format nft|iptables|both       (default both)
-`
-
-// KV is a repeatable KEY=VALUE flag (stdlib flag and pflag).
+// KV is a repeatable KEY=VALUE flag.
 type KV map[string]string
 
 func (kv KV) String() string { return "" }
@@ -64,7 +43,7 @@ func NewOptions() Options {
 	return Options{Format: "both", Annotations: KV{}, Labels: KV{}}
 }
 
-// AddFlags binds the flags to o; usage strings are those of the usage text.
+// AddFlags binds the flags to o.
 func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.Profile, "profile", o.Profile, "one profile (linkerd, istio, kuma, consul, custom), with its defaults")
 	fs.StringVar(&o.MeshConfig, "mesh-config", o.MeshConfig, "that profile's settings (a meshes.<name> object, JSON)")
@@ -87,42 +66,4 @@ func (o Options) Validate() error {
 		return fmt.Errorf("--format %q: want nft, iptables or both", o.Format)
 	}
 	return nil
-}
-
-// Run is the CLI. Exit codes: 0 done (whatever the decision), 1 the input
-// is invalid (the error ADD would fail with), 2 usage.
-func Run(args []string, stdout, stderr io.Writer) int {
-	o := NewOptions()
-	fs := flag.NewFlagSet("mesh-cnictl explain", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() { fmt.Fprint(stderr, usage) }
-	fs.StringVar(&o.Profile, "profile", "", "")
-	fs.StringVar(&o.MeshConfig, "mesh-config", "", "")
-	fs.StringVar(&o.ConfigPath, "config", "", "")
-	fs.StringVar(&o.PodPath, "pod", "", "")
-	fs.StringVar(&o.Family, "family", "", "")
-	fs.StringVar(&o.Format, "format", "both", "")
-	fs.Var(o.Annotations, "annotation", "")
-	fs.Var(o.Labels, "label", "")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
-	}
-	usageErr := func(msg string) int {
-		fmt.Fprintf(stderr, "mesh-cnictl explain: %s\n%s", msg, usage)
-		return 2
-	}
-	if fs.NArg() > 0 {
-		return usageErr(fmt.Sprintf("unexpected argument %q", fs.Arg(0)))
-	}
-	if err := o.Validate(); err != nil {
-		return usageErr(err.Error())
-	}
-	if _, err := Explain(o, stdout); err != nil {
-		fmt.Fprintf(stderr, "mesh-cnictl explain: %v\n", err)
-		return 1
-	}
-	return 0
 }
