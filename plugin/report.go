@@ -12,12 +12,15 @@ import (
 	"github.com/mesh-cni/mesh-cni/internal/node"
 )
 
-// reportDeadline bounds the whole report: the agent's metrics are never
-// worth slowing a pod down.
-const reportDeadline = 20 * time.Millisecond
+// beforeSend, when set, runs between connecting and sending: tests stall
+// there as a descheduled plugin on a loaded node would.
+var beforeSend func()
 
-// report sends ev to the agent's unixgram socket. It never blocks for long
-// and never fails the verb: a missing agent or a full queue drops the event.
+// report sends ev to the agent's unixgram socket. It never waits and never
+// fails the verb: a missing agent or a full queue drops the event. It has
+// no deadline either: on a loaded node a deadline expires while the
+// plugin is not even running, and the dropped report would have been a
+// pod's Warning Event.
 // The datagram carries the verb's nf_tables sockets (nftables.KeepSockets):
 // the agent closes them later (internal/agent/passedfds.go), so the kernel's
 // wait on the last close (~10 ms after a deletion) is neither the plugin's
@@ -35,12 +38,14 @@ func report(path string, ev node.Event, start time.Time) {
 	if err != nil {
 		return
 	}
-	c, err := net.DialTimeout("unixgram", path, reportDeadline)
+	c, err := net.Dial("unixgram", path) // connect(2) on a datagram socket does not wait
 	if err != nil {
 		return
 	}
 	defer c.Close()
-	_ = c.SetWriteDeadline(time.Now().Add(reportDeadline))
+	if beforeSend != nil {
+		beforeSend()
+	}
 	var oob []byte
 	if len(fds) > 0 {
 		oob = unix.UnixRights(fds...)
@@ -48,8 +53,9 @@ func report(path string, ev node.Event, start time.Time) {
 	_ = sendmsg(c.(*net.UnixConn), b, oob)
 }
 
-// sendmsg writes one datagram with control data on a connected socket
-// (net refuses WriteMsgUnix there), within the connection's deadline.
+// sendmsg tries once to write one datagram with control data on a
+// connected socket (net refuses WriteMsgUnix there): a full queue is
+// EAGAIN, and the event is dropped rather than waited for.
 func sendmsg(c *net.UnixConn, b, oob []byte) error {
 	rc, err := c.SyscallConn()
 	if err != nil {
@@ -57,8 +63,8 @@ func sendmsg(c *net.UnixConn, b, oob []byte) error {
 	}
 	var serr error
 	if err := rc.Write(func(fd uintptr) bool {
-		serr = unix.Sendmsg(int(fd), b, oob, nil, 0)
-		return serr != unix.EAGAIN
+		serr = unix.Sendmsg(int(fd), b, oob, nil, unix.MSG_DONTWAIT)
+		return true
 	}); err != nil {
 		return err
 	}

@@ -162,7 +162,7 @@ var Keys = []Key{
 		"JSON kubeconfig the agent writes, for the one fallback GET of the pod",
 		func(c *NetConf) string { return c.Kubeconfig }),
 	pathKey("reportSocket", node.DefaultReportSocket, "`--host-run-dir`",
-		"unixgram socket; one event per verb for the agent's metrics, with the verb's nf_tables sockets for the agent to close; dropped if nobody listens (never blocks, 20 ms at most)",
+		"unixgram socket; one event per verb for the agent's metrics, with the verb's nf_tables sockets for the agent to close; dropped if nobody listens (one non-blocking send)",
 		func(c *NetConf) string { return c.ReportSocket }),
 	pathKey("readyMarker", node.DefaultReadyMarker, "`--host-run-dir`",
 		"STATUS answers code 50 while this readiness marker is missing or invalid",
