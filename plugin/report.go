@@ -2,7 +2,6 @@ package main
 
 import (
 	"encoding/json"
-	"net"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -21,6 +20,7 @@ var beforeSend func()
 // no deadline either: on a loaded node a deadline expires while the
 // plugin is not even running, and the dropped report would have been a
 // pod's Warning Event.
+//
 // The datagram carries the verb's nf_tables sockets (nftables.KeepSockets):
 // the agent closes them later (internal/agent/passedfds.go), so the kernel's
 // wait on the last close (~10 ms after a deletion) is neither the plugin's
@@ -38,11 +38,18 @@ func report(path string, ev node.Event, start time.Time) {
 	if err != nil {
 		return
 	}
-	c, err := net.Dial("unixgram", path) // connect(2) on a datagram socket does not wait
+	// Raw syscalls, not package net: no netpoller, whose set-up needs
+	// two more files and is fatal to the process when the file limit is
+	// reached, and no timer (a timer sets the netpoller up too).
+	fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC|unix.SOCK_NONBLOCK, 0)
 	if err != nil {
 		return
 	}
-	defer c.Close()
+	defer unix.Close(fd)
+	// connect(2) on a datagram socket does not wait.
+	if err := unix.Connect(fd, &unix.SockaddrUnix{Name: path}); err != nil {
+		return
+	}
 	if beforeSend != nil {
 		beforeSend()
 	}
@@ -50,25 +57,8 @@ func report(path string, ev node.Event, start time.Time) {
 	if len(fds) > 0 {
 		oob = unix.UnixRights(fds...)
 	}
-	_ = sendmsg(c.(*net.UnixConn), b, oob)
-}
-
-// sendmsg tries once to write one datagram with control data on a
-// connected socket (net refuses WriteMsgUnix there): a full queue is
-// EAGAIN, and the event is dropped rather than waited for.
-func sendmsg(c *net.UnixConn, b, oob []byte) error {
-	rc, err := c.SyscallConn()
-	if err != nil {
-		return err
-	}
-	var serr error
-	if err := rc.Write(func(fd uintptr) bool {
-		serr = unix.Sendmsg(int(fd), b, oob, nil, unix.MSG_DONTWAIT)
-		return true
-	}); err != nil {
-		return err
-	}
-	return serr
+	// One try: a full queue is EAGAIN and drops the event.
+	_ = unix.Sendmsg(fd, b, oob, nil, unix.MSG_DONTWAIT)
 }
 
 // failed marks ev as failed with err's text, which the agent puts in a
