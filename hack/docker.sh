@@ -143,13 +143,15 @@ start_dockerd() {
   else
     log "starting dockerd (log: $DOCKERD_LOG)"
     # Without our other fds: a caller's flock fd (hack/kind-image.sh holds
-    # one) inherited by dockerd would hold that lock for dockerd's life.
+    # one) inherited by dockerd would hold that lock for dockerd's life. In
+    # a session of its own: a caller whose process group is stopped (a lane
+    # of hack/lanes.sh on interrupt) must not take the engine with it.
     (
       for fd in /proc/self/fd/*; do
         fd=${fd##*/}
         [ "$fd" -gt 2 ] && eval "exec $fd>&-"
       done 2>/dev/null
-      exec nohup dockerd >>"$DOCKERD_LOG" 2>&1 </dev/null
+      exec setsid nohup dockerd >>"$DOCKERD_LOG" 2>&1 </dev/null
     ) &
   fi
   local i
