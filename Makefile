@@ -90,7 +90,10 @@ test-check:
 # the deadline and fails with "context deadline exceeded" and no input
 # (golang/go#75804, fixed in Go 1.27). Longer runs: FUZZTIME=5m.
 FUZZTIME ?=
-fuzz = $(GO) test -run=^$$ -fuzz=^$(1)$$ -fuzztime=$(or $(FUZZTIME),$(2)) $(3)
+# One fuzz worker (-parallel=1): make test runs the fuzzing beside the kind
+# clusters, whose long-lived streams must not starve of CPU.
+FUZZPARALLEL ?= 1
+fuzz = $(GO) test -run=^$$ -fuzz=^$(1)$$ -fuzztime=$(or $(FUZZTIME),$(2)) -parallel=$(FUZZPARALLEL) $(3)
 test-fuzz:
 	$(call fuzz,FuzzParsePorts,300000x,./internal/mesh)
 	$(call fuzz,FuzzParseCIDRs,250000x,./internal/mesh)
