@@ -33,13 +33,15 @@ build:
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/mesh-cni-validator ./cmd/mesh-cni-validator
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/mesh-cni-metrics-proxy ./cmd/mesh-cni-metrics-proxy
 
-## test: every test (the README's test command); lint first, it fails fast. Then two lanes side
-## by side (hack/lanes.sh): the host's tests (unit, fuzz, chart, Istio's install-cni) and the kind
-## clusters (test-e2e-ci), which mostly wait on pods; every image they use is built before.
-test: lint deps build k8s-bins istio-bins release-tools testproxy-tar kind-image flannel-tar istio-images
+## test: every test (the README's test command); lint first, it fails fast. Then three lanes side
+## by side (hack/lanes.sh): the host's tests (unit, fuzz, chart, Istio's install-cni), the kind
+## clusters (test-e2e-ci) and the Cilium cluster's cilium spec, which mostly wait on pods; every
+## image they use is built before.
+test: lint deps build k8s-bins istio-bins release-tools image-tar testproxy-tar kind-image flannel-tar istio-images cilium-tar
 	@bash hack/lanes.sh \
 	  host '$(MAKE) --no-print-directory test-unit test-fuzz test-chart test-istio-install-cni' \
-	  kind '$(MAKE) --no-print-directory test-e2e-ci'
+	  kind '$(MAKE) --no-print-directory test-e2e-ci' \
+	  cilium '$(MAKE) --no-print-directory e2e-cilium-cluster E2E_LABELS=cilium'
 
 ## lint: go vet (the e2e suite with its build tag too), then golangci-lint with .golangci.yml
 ## (pinned in hack/lint/go.mod, built once by hack/build-tools.sh)
@@ -296,16 +298,21 @@ cilium-tar:
 	@bash hack/build-cilium.sh >/dev/null
 
 ## test-e2e-cilium: the cilium and smoke specs (Helm) on kind-configs/cilium.yaml, Cilium installed first as the primary
-## with hack/cilium/kind-values.yaml; E2E_CILIUM_SET adds --set values (cni.exclusive=true, with E2E_LABELS=cilium)
+## with hack/cilium/kind-values.yaml; E2E_CILIUM_SET adds --set values to Cilium's install. The cilium spec runs
+## cni.exclusive=false, then true, and puts the installed setting back. make test runs the cilium spec alone.
 E2E_CILIUM_CLUSTER ?= mesh-cni-e2e-cilium-$$$$
 E2E_CILIUM_SET ?=
 test-e2e-cilium: image-tar testproxy-tar kind-image cilium-tar
+	@$(MAKE) --no-print-directory e2e-cilium-cluster
+
+# The cluster of test-e2e-cilium, its images already built (make test's cilium lane).
+e2e-cilium-cluster:
 	$(E2E_ENV) E2E_INSTALL=helm E2E_CLUSTER=$(E2E_CILIUM_CLUSTER) \
 	  E2E_PRIMARY=cilium E2E_PRIMARY_IMAGES=$$(bash hack/build-cilium.sh | tail -n1) E2E_PRIMARY_SET='$(E2E_CILIUM_SET)' \
 	  E2E_KIND_CONFIG=$(CURDIR)/kind-configs/cilium.yaml $(GO) -C e2e test -v -tags e2e -count=1 -timeout $(E2E_TIMEOUT) \
 	  . -ginkgo.v -ginkgo.no-color -ginkgo.label-filter='$(or $(E2E_LABELS),cilium || smoke)'
 
-.PHONY: test-istio-install-cni kind-image testproxy-tar flannel-tar cilium-tar test-e2e test-e2e-ci e2e-ci-clusters test-e2e-more test-e2e-flannel test-e2e-cilium test-e2e-istio istio-images demo demo-down
+.PHONY: test-istio-install-cni kind-image testproxy-tar flannel-tar cilium-tar test-e2e test-e2e-ci e2e-ci-clusters test-e2e-more test-e2e-flannel test-e2e-cilium e2e-cilium-cluster test-e2e-istio istio-images demo demo-down
 
 ## demo: a kind cluster with flannel as the primary CNI, mesh-cni (Helm) chained after it and a
 ## meshed app, with the proxy's evidence; DEMO_PRIMARY=default uses kind's own CNI (meshnet) instead

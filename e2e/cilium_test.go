@@ -42,13 +42,7 @@ func installCilium(ctx context.Context, s shared) {
 	for _, t := range tars {
 		loadArchive(s.Cluster, t)
 	}
-	chart := os.Getenv("E2E_PRIMARY_CHART")
-	if chart == "" {
-		out, err := exec.Command("bash", filepath.Join(repoRoot(), "hack", "build-cilium.sh"), "chart").Output()
-		Expect(err).NotTo(HaveOccurred(), "hack/build-cilium.sh chart")
-		chart = strings.TrimSpace(string(out))
-	}
-	args := []string{"install", "cilium", chart, "--namespace", "kube-system",
+	args := []string{"install", "cilium", ciliumChart(), "--namespace", "kube-system",
 		"-f", filepath.Join(repoRoot(), "hack", "cilium", "kind-values.yaml")}
 	for _, kv := range strings.Fields(os.Getenv("E2E_PRIMARY_SET")) {
 		args = append(args, "--set", kv)
@@ -60,6 +54,33 @@ func installCilium(ctx context.Context, s shared) {
 	cs := clientFor(s.Kubeconfig)
 	waitCiliumReady(ctx, cs)
 	GinkgoWriter.Printf("Cilium ready on every node: %s\n", time.Since(start).Round(time.Second))
+}
+
+// ciliumChart is the chart's directory: E2E_PRIMARY_CHART, else the one in
+// the module hack/cilium pins.
+func ciliumChart() string {
+	if chart := os.Getenv("E2E_PRIMARY_CHART"); chart != "" {
+		return chart
+	}
+	out, err := exec.Command("bash", filepath.Join(repoRoot(), "hack", "build-cilium.sh"), "chart").Output()
+	Expect(err).NotTo(HaveOccurred(), "hack/build-cilium.sh chart")
+	return strings.TrimSpace(string(out))
+}
+
+// setCiliumExclusive sets cni.exclusive in cilium-config with a Helm
+// upgrade. The chart does not roll the agents on a config change
+// (rollOutCiliumPods=false), so the agents started next read it: the
+// restart rounds that follow, or restartCilium.
+func setCiliumExclusive(ctx context.Context, exclusive bool) {
+	if ciliumExclusive(ctx) == exclusive {
+		return
+	}
+	args := []string{"upgrade", "cilium", ciliumChart(), "--namespace", "kube-system", "--reuse-values",
+		"--set", "cni.exclusive=" + strconv.FormatBool(exclusive)}
+	By("helm " + strings.Join(args, " "))
+	out, err := run(tool("HELM", "helm"), helmArgs(args...)...)
+	Expect(err).NotTo(HaveOccurred(), out)
+	Expect(ciliumExclusive(ctx)).To(Equal(exclusive), "cni-exclusive in cilium-config after the upgrade")
 }
 
 // waitCiliumReady waits for an updated, ready agent on every node and every
@@ -92,98 +113,133 @@ func ciliumExclusive(ctx context.Context) bool {
 	return b
 }
 
+// restartCilium deletes every agent pod and waits until each new agent has
+// rewritten its conflist, every node's conflist holds the chain entry again
+// and every agent is ready. It returns the rewrites the old agents logged.
+func restartCilium(ctx context.Context) (rewrites int) {
+	old := map[types.UID]bool{}
+	for _, p := range ciliumAgents(ctx) {
+		rewrites += ciliumWrites(ctx, &p)
+		old[p.UID] = true
+		Expect(client.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{})).To(Succeed())
+	}
+	Eventually(ctx, func(g Gomega) {
+		fresh := 0
+		for _, p := range ciliumAgents(ctx) {
+			if !old[p.UID] && ciliumWrites(ctx, &p) > 0 {
+				fresh++
+			}
+		}
+		g.Expect(fresh).To(Equal(len(old)), "new agents that rewrote their conflist")
+		all, err := provider().ListNodes(env.Cluster)
+		g.Expect(err).NotTo(HaveOccurred())
+		for _, n := range all {
+			path, c := primaryConf(n)
+			g.Expect(pluginTypes(c)).To(ContainElement("mesh-cni"), "%s on %s", path, n)
+		}
+	}).WithTimeout(testenv.Scale(4 * time.Minute)).WithPolling(time.Second).Should(Succeed())
+	waitCiliumReady(ctx, client)
+	return rewrites
+}
+
+// ciliumChurn is what one cni.exclusive setting does to meshed pods: while
+// a meshed pod is created every 1.5 s on each node in turn, every agent is
+// restarted, rounds times; each node's conflist is sampled meanwhile.
+type ciliumChurn struct {
+	rewrites     int
+	phases       []string
+	report       []chainReport
+	perPhase     map[string]int // pods created and redirected
+	unredirected []string
+}
+
+func churnCilium(ctx context.Context, rounds int) ciliumChurn {
+	nodeNames := schedulableNodes(ctx)
+	_, b := twoNodes(ctx)
+	ns := newNamespace(ctx, "e2e-cilium")
+	peer := startPods(ctx, ns, plainPod("peer", b))["peer"]
+
+	var c ciliumChurn
+	samplers := startChainSamplers()
+	load := startMeshedLoad(ns, nodeNames)
+	for i := 1; i <= rounds; i++ {
+		phase := fmt.Sprintf("cilium restart %d", i)
+		c.phases = append(c.phases, phase)
+		By(phase + ": deleting every Cilium agent pod")
+		load.phase(phase)
+		c.rewrites += restartCilium(ctx)
+	}
+	load.phase("settled")
+	time.Sleep(3 * time.Second) // pacing: pods of the settled phase too, after the last restart
+	created := load.stop()
+	c.report = samplers.stop()
+	for _, p := range ciliumAgents(ctx) {
+		c.rewrites += ciliumWrites(ctx, &p)
+	}
+
+	exclusive := ciliumExclusive(ctx)
+	AddReportEntry("cilium", fmt.Sprintf("cni-exclusive=%v, %d restart rounds, %d conflist rewrites logged by the agents", exclusive, rounds, c.rewrites))
+	GinkgoWriter.Printf("cni-exclusive=%v: %d restart rounds of every agent, %d conflist rewrites logged\n", exclusive, rounds, c.rewrites)
+	for _, r := range c.report {
+		GinkgoWriter.Printf("%s: %d samples, longest interval between samples %s, %d without the entry (longest gap %s), %d not valid JSON\n",
+			r.node, r.samples, r.maxInterval, r.missing, r.longestGap, r.invalid)
+		AddReportEntry("chain samples "+r.node, fmt.Sprintf("%d samples, %d missing, longest gap %s, %d invalid", r.samples, r.missing, r.longestGap, r.invalid))
+	}
+
+	By("every pod of every phase runs, and whether its traffic reaches its proxy")
+	c.perPhase = map[string]int{}
+	for _, p := range created {
+		waitRunning(ctx, ns, p.name)
+		if meshedOutbound(ns, p.name, peer.Status.PodIP) {
+			c.perPhase[p.phase]++
+		} else {
+			c.unredirected = append(c.unredirected, p.name+" ("+p.phase+")")
+		}
+	}
+	AddReportEntry("pods created and redirected per phase", c.perPhase)
+	GinkgoWriter.Printf("pods created and redirected per phase: %v; unredirected: %v\n", c.perPhase, c.unredirected)
+	return c
+}
+
 // Each Cilium agent start rewrites 05-cilium.conflist from its template,
 // without the chain entry; with cni.exclusive it does so again on every
-// change in the conf dir. Meshed pods keep being created on every node
-// while every agent is restarted, round after round.
+// change in the conf dir. Both settings, one after the other, on one
+// cluster; the installed one is put back for the specs that follow.
 var _ = Describe("Cilium as the primary, its agents restarted under pod churn", Serial, Ordered, Label("cilium"), func() {
-	It("chains again after every rewrite, and every pod created meanwhile starts redirected", func(ctx SpecContext) {
+	BeforeAll(func(ctx SpecContext) {
 		if env.Primary != primaryCilium {
 			Skip("Cilium is not the primary (E2E_PRIMARY=cilium)")
 		}
-		exclusive := ciliumExclusive(ctx)
+		installed := ciliumExclusive(ctx)
+		DeferCleanup(func(ctx SpecContext) {
+			if ciliumExclusive(ctx) != installed {
+				setCiliumExclusive(ctx, installed)
+				restartCilium(ctx)
+			}
+		})
+	})
+
+	It("with cni.exclusive=false chains again after every rewrite, and every pod created meanwhile starts redirected", func(ctx SpecContext) {
 		rounds, err := strconv.Atoi(getenv("E2E_CILIUM_RESTARTS", "3"))
 		Expect(err).NotTo(HaveOccurred(), "E2E_CILIUM_RESTARTS")
-		nodeNames := schedulableNodes(ctx)
-		_, b := twoNodes(ctx)
-		ns := newNamespace(ctx, "e2e-cilium")
-		peer := startPods(ctx, ns, plainPod("peer", b))["peer"]
-
-		samplers := startChainSamplers()
-		load := startMeshedLoad(ns, nodeNames)
-		rewrites := 0
-		var phases []string
-		for i := 1; i <= rounds; i++ {
-			phase := fmt.Sprintf("cilium restart %d", i)
-			phases = append(phases, phase)
-			By(phase + ": deleting every Cilium agent pod")
-			load.phase(phase)
-			old := map[types.UID]bool{}
-			for _, p := range ciliumAgents(ctx) {
-				rewrites += ciliumWrites(ctx, &p)
-				old[p.UID] = true
-				Expect(client.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{})).To(Succeed())
-			}
-			// Every new agent has rewritten its conflist, and every node's
-			// holds the chain entry again.
-			Eventually(ctx, func(g Gomega) {
-				fresh := 0
-				for _, p := range ciliumAgents(ctx) {
-					if !old[p.UID] && ciliumWrites(ctx, &p) > 0 {
-						fresh++
-					}
-				}
-				g.Expect(fresh).To(Equal(len(old)), "new agents that rewrote their conflist")
-				all, err := provider().ListNodes(env.Cluster)
-				g.Expect(err).NotTo(HaveOccurred())
-				for _, n := range all {
-					path, c := primaryConf(n)
-					g.Expect(pluginTypes(c)).To(ContainElement("mesh-cni"), "%s on %s", path, n)
-				}
-			}).WithTimeout(testenv.Scale(4 * time.Minute)).WithPolling(time.Second).Should(Succeed())
-			waitCiliumReady(ctx, client)
+		setCiliumExclusive(ctx, false)
+		c := churnCilium(ctx, rounds)
+		Expect(c.unredirected).To(BeEmpty(), "pods that started without the redirect")
+		for _, ph := range c.phases {
+			Expect(c.perPhase[ph]).To(BeNumerically(">=", 1), "no pod was created during %q", ph)
 		}
-		load.phase("settled")
-		time.Sleep(3 * time.Second) // pacing: pods of the settled phase too, after the last restart
-		created := load.stop()
-		report := samplers.stop()
-		for _, p := range ciliumAgents(ctx) {
-			rewrites += ciliumWrites(ctx, &p)
-		}
-
-		AddReportEntry("cilium", fmt.Sprintf("cni-exclusive=%v, %d restart rounds, %d conflist rewrites logged by the agents", exclusive, rounds, rewrites))
-		GinkgoWriter.Printf("cni-exclusive=%v: %d restart rounds of every agent, %d conflist rewrites logged\n", exclusive, rounds, rewrites)
-		for _, r := range report {
-			GinkgoWriter.Printf("%s: %d samples, longest interval between samples %s, %d without the entry (longest gap %s), %d not valid JSON\n",
-				r.node, r.samples, r.maxInterval, r.missing, r.longestGap, r.invalid)
-			AddReportEntry("chain samples "+r.node, fmt.Sprintf("%d samples, %d missing, longest gap %s, %d invalid", r.samples, r.missing, r.longestGap, r.invalid))
-		}
-
-		By("every pod of every phase runs and its traffic reaches its proxy")
-		perPhase := map[string]int{}
-		var unredirected []string
-		for _, p := range created {
-			waitRunning(ctx, ns, p.name)
-			if meshedOutbound(ns, p.name, peer.Status.PodIP) {
-				perPhase[p.phase]++
-			} else {
-				unredirected = append(unredirected, p.name+" ("+p.phase+")")
-			}
-		}
-		AddReportEntry("pods created and redirected per phase", perPhase)
-		GinkgoWriter.Printf("pods created and redirected per phase: %v; unredirected: %v\n", perPhase, unredirected)
-		if exclusive {
-			exclusiveRefused(ctx, nodeNames, len(unredirected))
-			return
-		}
-		Expect(unredirected).To(BeEmpty(), "pods that started without the redirect")
-		for _, ph := range phases {
-			Expect(perPhase[ph]).To(BeNumerically(">=", 1), "no pod was created during %q", ph)
-		}
-		for _, r := range report {
+		for _, r := range c.report {
 			Expect(r.samples).To(BeNumerically(">", 10), "%s: too few samples", r.node)
 			Expect(r.invalid).To(BeZero(), "%s: the conflist was not valid JSON at some sample", r.node)
 		}
+	})
+
+	// One restart round: it applies the setting, and from then on the two
+	// agents rewrite each other without end, restarts or not.
+	It("with cni.exclusive=true fights mesh-cni without end, which check refuses", func(ctx SpecContext) {
+		setCiliumExclusive(ctx, true)
+		c := churnCilium(ctx, 1)
+		exclusiveRefused(ctx, schedulableNodes(ctx), len(c.unredirected))
 	})
 })
 

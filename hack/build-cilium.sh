@@ -107,13 +107,26 @@ debian_tree() {
   touch "$TREE/.done"
 }
 
-build() { # NAME PACKAGE TAGS
-  local name=$1 pkg=$2 tags=$3
-  [ -x "$OUT/bin/$name" ] && return 0
-  stage "building $name ($pkg)"
+# build TAGS NAME=PACKAGE...: one `go build` for all of them, so the compiler
+# runs in parallel across their packages and one command's link overlaps
+# another's compile (one build after another left a core idle for each link).
+build() {
+  local tags=$1 nv todo=() names=() d
+  shift
+  for nv; do
+    [ -x "$OUT/bin/${nv%%=*}" ] && continue
+    names+=("${nv%%=*}")
+    todo+=("${nv#*=}")
+  done
+  [ ${#todo[@]} -gt 0 ] || return 0
+  stage "building ${names[*]}"
+  d=$(mktemp -d "$OUT/bin/.build.XXXX")
   (cd "$MOD" && CGO_ENABLED=0 nice -n 10 "$GO" build -trimpath -tags "$tags" -ldflags "$LDFLAGS" \
-    -o "$OUT/bin/.$name" "$pkg") || die "building $name failed"
-  mv "$OUT/bin/.$name" "$OUT/bin/$name"
+    -o "$d/" "${todo[@]}") || die "building ${names[*]} failed"
+  for nv; do
+    [ -x "$OUT/bin/${nv%%=*}" ] || mv "$d/$(basename "${nv#*=}")" "$OUT/bin/${nv%%=*}"
+  done
+  rm -rf "$d"
 }
 
 # agent_tree SRC DST: what upstream's image adds to its runtime base
@@ -162,14 +175,11 @@ main() {
   # the Debian tree (network bound) in the background while Go builds run
   debian_tree &
   local boot=$!
-  build cilium-agent github.com/cilium/cilium/daemon "$TAGS"
-  build cilium-cni github.com/cilium/cilium/plugins/cilium-cni "$TAGS"
-  build cilium-dbg github.com/cilium/cilium/cilium-dbg "$TAGS"
-  build cilium-health github.com/cilium/cilium/cilium-health "$TAGS"
-  build cilium-health-responder github.com/cilium/cilium/cilium-health/responder "$TAGS"
-  build cilium-mount github.com/cilium/cilium/tools/mount "$TAGS"
-  build cilium-sysctlfix github.com/cilium/cilium/tools/sysctlfix "$TAGS"
-  build cilium-operator-generic github.com/cilium/cilium/operator "$OPERATOR_TAGS"
+  build "$TAGS" cilium-agent=github.com/cilium/cilium/daemon cilium-cni=github.com/cilium/cilium/plugins/cilium-cni \
+    cilium-dbg=github.com/cilium/cilium/cilium-dbg cilium-health=github.com/cilium/cilium/cilium-health \
+    cilium-health-responder=github.com/cilium/cilium/cilium-health/responder \
+    cilium-mount=github.com/cilium/cilium/tools/mount cilium-sysctlfix=github.com/cilium/cilium/tools/sysctlfix
+  build "$OPERATOR_TAGS" cilium-operator-generic=github.com/cilium/cilium/operator
   wait "$boot" || die "debootstrap failed"
 
   "$ROOT/hack/docker.sh"
