@@ -16,7 +16,7 @@ BIN := $(CURDIR)/bin
 # 2-core machine.
 GOTEST := $(GO) test -count=1 -p 4 -timeout 30m
 
-.PHONY: lint release release-tools chart-readme bench-plugin bench-podcache bench-cluster all build deps k8s-bins istio-bins istio-goldens test test-unit test-fuzz bench bench-agent clean image image-tar chart-lint kustomize-base generate test-chart bench-chart
+.PHONY: lint release release-compile release-tools chart-readme bench-plugin bench-podcache bench-cluster all build deps k8s-bins istio-bins istio-goldens test test-unit test-fuzz bench bench-agent clean image image-tar chart-lint chart-tools kustomize-base generate test-chart bench-chart
 
 all: build
 
@@ -37,7 +37,7 @@ build:
 ## by side (hack/lanes.sh): the host's tests (unit, fuzz, chart, Istio's install-cni), the kind
 ## clusters (test-e2e-ci) and the Cilium cluster's cilium spec, which mostly wait on pods; every
 ## image they use is built before.
-test: lint deps build k8s-bins istio-bins release-tools image-tar testproxy-tar kind-image flannel-tar istio-images cilium-tar
+test: lint deps build release-compile k8s-bins istio-bins release-tools chart-tools image-tar testproxy-tar kind-image flannel-tar istio-images cilium-tar
 	@bash hack/lanes.sh \
 	  host '$(MAKE) --no-print-directory test-unit test-fuzz test-chart test-istio-install-cni' \
 	  kind '$(MAKE) --no-print-directory test-e2e-ci' \
@@ -73,6 +73,10 @@ chart-readme:
 REGISTRY ?=
 release: release-tools
 	REGISTRY=$(REGISTRY) VERSION=$(VERSION) bash hack/release.sh
+
+## release-compile: compile what a release ships, for every platform, into Go's build cache (make test, before its releases)
+release-compile:
+	@bash hack/release.sh compile
 
 ## istio-goldens: rewrite internal/testsupport/contract/testdata/istio/*.yaml with Istio's injector (inputs in .../istio/in)
 istio-goldens:
@@ -183,6 +187,10 @@ generate:
 ## chart-lint: helm lint --strict and ct lint, offline
 chart-lint:
 	@bash hack/chart-lint.sh
+
+## chart-tools: helm (3 and 4), ct and yamllint, for the chart's tests and the e2e (hack/chart-tools.sh)
+chart-tools:
+	@bash hack/chart-tools.sh >/dev/null
 
 ## bench-chart: chart render (schema included) and kustomize build time
 bench-chart:

@@ -147,6 +147,7 @@ func restartCilium(ctx context.Context) (rewrites int) {
 // restarted, rounds times; each node's conflist is sampled meanwhile.
 type ciliumChurn struct {
 	rewrites     int
+	agentWrites  []int // per agent running at the end, its rewrites
 	phases       []string
 	report       []chainReport
 	perPhase     map[string]int // pods created and redirected
@@ -174,7 +175,9 @@ func churnCilium(ctx context.Context, rounds int) ciliumChurn {
 	created := load.stop()
 	c.report = samplers.stop()
 	for _, p := range ciliumAgents(ctx) {
-		c.rewrites += ciliumWrites(ctx, &p)
+		n := ciliumWrites(ctx, &p)
+		c.rewrites += n
+		c.agentWrites = append(c.agentWrites, n)
 	}
 
 	exclusive := ciliumExclusive(ctx)
@@ -239,21 +242,29 @@ var _ = Describe("Cilium as the primary, its agents restarted under pod churn", 
 	It("with cni.exclusive=true fights mesh-cni without end, which check refuses", func(ctx SpecContext) {
 		setCiliumExclusive(ctx, true)
 		c := churnCilium(ctx, 1)
-		exclusiveRefused(ctx, schedulableNodes(ctx), len(c.unredirected))
+		exclusiveRefused(ctx, schedulableNodes(ctx), c.agentWrites)
 	})
 })
 
 // exclusiveRefused is the cni.exclusive=true outcome, measured: Cilium
 // rewrites its conflist on every change in the conf dir, mesh-cni's re-chain
-// is such a change, and the two rewrite each other without end; pods created
-// while Cilium's version is on disk start unredirected. So that setting is
+// is such a change, and the two rewrite each other without end. Pods whose
+// network is set up while Cilium's version is on disk start unredirected;
+// how many depends on when the runtime reads the file (11 of 15 on a quiet
+// machine, none of 16 under heavy load, when the runtime's reads lag behind
+// both writes), so that count is reported, not asserted. What is asserted
+// holds at any speed: every agent rewrote its conflist after the one write
+// of its start, i.e. on a change it did not make. So that setting is
 // refused rather than supported: `mesh-cnictl check` fails naming the fix,
 // and the agents say so on their Node in a Warning Event. Should a Cilium
-// release stop the loop, the first assertion fails and the refusal
-// (internal/ctl/check/cilium.go) is to be revisited.
-func exclusiveRefused(ctx context.Context, nodes []string, unredirected int) {
-	Expect(unredirected).To(BeNumerically(">", 0),
-		"cni.exclusive=true no longer leaves pods unredirected: revisit check's refusal of it")
+// release stop rewriting on changes, the first assertion fails and the
+// refusal (internal/ctl/check/cilium.go) is to be revisited.
+func exclusiveRefused(ctx context.Context, nodes []string, agentWrites []int) {
+	Expect(agentWrites).NotTo(BeEmpty())
+	for _, n := range agentWrites {
+		Expect(n).To(BeNumerically(">", 1),
+			"a Cilium agent with cni.exclusive=true wrote its conflist only at its start: revisit check's refusal of it")
+	}
 	By("mesh-cnictl check refuses cni-exclusive=true and names the fix")
 	out, err := run(filepath.Join(repoRoot(), "bin", "kubectl-mesh_cni"), "check", "-n", meshNamespace, "--kubeconfig", env.Kubeconfig)
 	Expect(err).To(HaveOccurred(), "check passed with cni-exclusive=true:\n%s", out)

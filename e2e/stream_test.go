@@ -28,15 +28,6 @@ const (
 	streamPeer = "stream-peer"
 )
 
-// streamMaxGap bounds the time between two round-trips of a long-lived
-// client (scaled by testenv.Scale). A healthy connection's gap is the
-// 100 ms interval plus a sub-millisecond round-trip; scheduling on a busy
-// node adds up to about a second (the in-node chain sampler's longest
-// interval under load, e2e/README.md). A lost segment is sent again after
-// TCP's 200 ms minimum RTO, doubling: three losses in a row take 1.4 s. A
-// 3 s stall is a datapath cut of several retransmissions, not load.
-const streamMaxGap = 3 * time.Second
-
 // streamStatus is one status line of `testproxy stream` (testproxy.StreamStatus).
 type streamStatus struct {
 	Connections  int      `json:"connections"`
@@ -44,6 +35,7 @@ type streamStatus struct {
 	Errors       int      `json:"errors"`
 	LastError    string   `json:"lastError"`
 	LongestGapMs int64    `json:"longestGapMs"`
+	RetransSegs  int64    `json:"retransSegs"`
 	Records      []record `json:"records"`
 }
 
@@ -126,18 +118,20 @@ func expectStreamsAdvanced(ctx context.Context, ns, phase string, names []string
 // expectStreamsHeld: at the end, each client's one connection was
 // redirected to its proxy (the proxy's record holds the original
 // destination) and relayed to the peer, no container restarted (a restart
-// would reset the counters), and no gap between round-trips exceeded
-// streamMaxGap. It prints and reports each client's figures.
+// would reset the counters), and the pod sent no TCP segment again: no
+// packet of the client's or its proxy's connection was lost. A cut shorter
+// than the client's timeout shows only there; the longest gap between
+// round-trips is reported, not bounded, as a busy node stretches it too.
+// It prints and reports each client's figures.
 func expectStreamsHeld(ctx context.Context, ns, peerIP string, names []string, last map[string]streamStatus) {
-	maxGap := testenv.Scale(streamMaxGap)
 	pods := map[string]*corev1.Pod{}
 	for _, name := range names { // every client's figures first, then the checks
 		st := last[name]
 		pod, err := client.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
 		Expect(err).NotTo(HaveOccurred())
 		pods[name] = pod
-		figures := fmt.Sprintf("node %s: %d round-trips on %d connection(s), %d errors, longest gap between round-trips %d ms",
-			pod.Spec.NodeName, st.RoundTrips, st.Connections, st.Errors, st.LongestGapMs)
+		figures := fmt.Sprintf("node %s: %d round-trips on %d connection(s), %d errors, %d TCP segments sent again, longest gap between round-trips %d ms",
+			pod.Spec.NodeName, st.RoundTrips, st.Connections, st.Errors, st.RetransSegs, st.LongestGapMs)
 		GinkgoWriter.Printf("long-lived client %s, %s\n", name, figures)
 		AddReportEntry("long-lived client "+name, figures)
 	}
@@ -152,7 +146,6 @@ func expectStreamsHeld(ctx context.Context, ns, peerIP string, names []string, l
 		Expect(st.Records[0].UID).To(BeEquivalentTo(linkerd.uid), "%s: the proxy's UID", name)
 		Expect(st.Records[1].Name).To(Equal(streamPeer), "%s: the relayed connection's far end", name)
 		Expect(st.Records[1].Port).To(Equal(streamPort), "%s: the relayed connection's far end", name)
-		Expect(time.Duration(st.LongestGapMs)*time.Millisecond).To(BeNumerically("<=", maxGap),
-			"%s: round-trips stopped for %d ms", name, st.LongestGapMs)
+		Expect(st.RetransSegs).To(BeZero(), "%s: TCP segments sent again (-1: unread): packets were lost", name)
 	}
 }

@@ -76,7 +76,7 @@ func TestStopSeesADeletionStillOnItsWay(t *testing.T) {
 	ctx := context.Background()
 	cfg := &config{uninstallMode: "auto", namespace: ns, daemonSetName: "mesh-cni"}
 	release := make(chan struct{})
-	sig, signal := context.WithCancel(ctx)
+	sig, sigterm := context.WithCancel(ctx)
 	probe, stopProbe := startProbe(sig, heldWatches{client.AppsV1(), release}, cfg, slog.New(slog.DiscardHandler))
 	defer stopProbe()
 	testenv.EventuallyTrue(t, "the probe watches the DaemonSet", probe.watching.Load)
@@ -91,7 +91,7 @@ func TestStopSeesADeletionStillOnItsWay(t *testing.T) {
 		_, err := client.AppsV1().DaemonSets(ns).Get(ctx, "mesh-cni", metav1.GetOptions{})
 		return apierrors.IsForbidden(err)
 	})
-	signal()
+	sigterm()
 	if probe.deleted.Load() {
 		t.Fatal("the deletion was read before it was released")
 	}

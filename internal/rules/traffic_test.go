@@ -50,7 +50,8 @@ func TestMain(m *testing.M) {
 
 // helper: "listen <uid> <transparent> <reply> <net:addr>..." prints
 // "ready" and serves until killed; "dial <uid> <net> <addr>" prints the
-// answer.
+// answer; "unanswered <uid> <net> <addr>" how a connection attempt ends
+// (failclosed_test.go).
 func helper(spec string) int {
 	f := strings.Fields(spec)
 	uid, _ := strconv.Atoi(f[1])
@@ -105,6 +106,13 @@ func helper(spec string) int {
 		}
 		fmt.Println("ready")
 		select {}
+	case "unanswered":
+		out, err := unanswered(f[2], f[3])
+		if err != nil {
+			return fail(err)
+		}
+		fmt.Print(out)
+		return 0
 	case "invalid":
 		n, _ := strconv.Atoi(f[4])
 		port, _ := strconv.Atoi(f[3])

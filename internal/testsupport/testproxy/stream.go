@@ -10,6 +10,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -48,6 +49,15 @@ type StreamStatus struct {
 	// LongestGapMs: the longest time between two successful round-trips,
 	// the one still open included.
 	LongestGapMs int64 `json:"longestGapMs"`
+	// RetransSegs: TCP segments the client's network namespace sent again
+	// since the first round-trip (RetransSegs in /proc/net/snmp, counted
+	// per namespace: in a meshed pod, the client's connection to its proxy
+	// and the proxy's relayed one). TCP sends a segment again only when it
+	// or its acknowledgement was lost; a busy node stretches the gap
+	// between round-trips but sends nothing again, as the kernel
+	// acknowledges for a process that is not scheduled. -1: the counter
+	// could not be read (the reason on stderr).
+	RetransSegs int64 `json:"retransSegs"`
 	// Records: the lines the far ends answered with first on the current
 	// connection: the proxy's record (with the original destination), then
 	// the destination's when the proxy relays.
@@ -59,6 +69,8 @@ type streamState struct {
 	st     StreamStatus
 	lastOK time.Time
 	out    io.Writer
+	// retransBase: RetransSegs at the first round-trip; -1 unread.
+	retransBase int64
 }
 
 func (s *streamState) gap(now time.Time) {
@@ -75,8 +87,62 @@ func (s *streamState) ok() {
 	defer s.mu.Unlock()
 	now := time.Now()
 	s.gap(now)
+	if s.st.RoundTrips == 0 {
+		s.retransBase = readRetransSegs()
+	}
 	s.st.RoundTrips++
 	s.lastOK = now
+}
+
+// retrans brings RetransSegs up to date; s.mu is held.
+func (s *streamState) retrans() {
+	if s.st.RoundTrips == 0 {
+		return
+	}
+	s.st.RetransSegs = -1
+	if s.retransBase < 0 {
+		return
+	}
+	if n := readRetransSegs(); n >= 0 {
+		s.st.RetransSegs = n - s.retransBase
+	}
+}
+
+// readRetransSegs reads the Tcp RetransSegs counter of the process's
+// network namespace; -1 (and the reason on stderr) when it cannot.
+func readRetransSegs() int64 {
+	b, err := os.ReadFile("/proc/net/snmp")
+	if err == nil {
+		var n int64
+		if n, err = parseRetransSegs(string(b)); err == nil {
+			return n
+		}
+	}
+	fmt.Fprintf(os.Stderr, "testproxy: stream: retransmitted segments: %v\n", err)
+	return -1
+}
+
+// parseRetransSegs finds RetransSegs in /proc/net/snmp's pair of "Tcp:"
+// lines, the names and then the values.
+func parseRetransSegs(snmp string) (int64, error) {
+	var names []string
+	for _, line := range strings.Split(snmp, "\n") {
+		f := strings.Fields(line)
+		if len(f) == 0 || f[0] != "Tcp:" {
+			continue
+		}
+		if names == nil {
+			names = f
+			continue
+		}
+		for i, name := range names {
+			if name == "RetransSegs" && i < len(f) {
+				return strconv.ParseInt(f[i], 10, 64)
+			}
+		}
+		break
+	}
+	return 0, errors.New("no Tcp RetransSegs in /proc/net/snmp")
 }
 
 func (s *streamState) fail(err error) {
@@ -92,6 +158,7 @@ func (s *streamState) report() {
 	defer s.mu.Unlock()
 	now := time.Now()
 	s.gap(now)
+	s.retrans()
 	s.st.Time = now.UTC().Format(time.RFC3339Nano)
 	b, _ := json.Marshal(s.st)
 	_, _ = s.out.Write(append(b, '\n'))

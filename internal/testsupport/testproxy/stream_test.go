@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/containernetworking/plugins/pkg/ns"
+	gnft "github.com/google/nftables"
 
 	"github.com/mesh-cni/mesh-cni/internal/backend/nftables"
 	"github.com/mesh-cni/mesh-cni/internal/rules"
@@ -33,7 +34,9 @@ const (
 // and an echoing peer in another netns. The stream is redirected (the
 // proxy's record holds the original destination), counts round-trips and
 // no errors; a killed connection and a stalled peer are counted as errors
-// and the client connects again once the peer is back.
+// and the client connects again once the peer is back. Segments sent again
+// are counted when the peer's netns drops packets, and only then: not for
+// a stalled peer.
 func TestStreamThroughRedirect(t *testing.T) {
 	testenv.NeedRoot(t)
 	tp := testenv.NewTopo(t)
@@ -52,8 +55,8 @@ func TestStreamThroughRedirect(t *testing.T) {
 		net.JoinHostPort(testenv.PeerV4, fmt.Sprint(streamPort)))
 
 	st := c.waitFor(t, "20 round-trips", func(s StreamStatus) bool { return s.RoundTrips >= 20 })
-	if st.Errors != 0 || st.Connections != 1 {
-		t.Fatalf("steady stream: %d errors (%s), %d connections", st.Errors, st.LastError, st.Connections)
+	if st.Errors != 0 || st.Connections != 1 || st.RetransSegs != 0 {
+		t.Fatalf("steady stream: %d errors (%s), %d connections, %d segments sent again", st.Errors, st.LastError, st.Connections, st.RetransSegs)
 	}
 	if len(st.Records) != 2 {
 		t.Fatalf("records: want the proxy's and the peer's, got %+v", st.Records)
@@ -92,10 +95,59 @@ func TestStreamThroughRedirect(t *testing.T) {
 		t.Errorf("longest gap %d ms: want at least the timeout, %v", st.LongestGapMs, timeout)
 	}
 	before = st.RoundTrips
-	c.waitFor(t, "round-trips after the stall", func(s StreamStatus) bool { return s.RoundTrips >= before+10 })
+	st = c.waitFor(t, "round-trips after the stall", func(s StreamStatus) bool { return s.RoundTrips >= before+10 })
+	// A stalled process is no loss: its kernel acknowledged for it.
+	if st.RetransSegs != 0 {
+		t.Errorf("after the peer's stall: %d segments sent again, want 0", st.RetransSegs)
+	}
+
+	// Sabotage: the peer's netns drops every packet until the client's
+	// netns has sent a segment again.
+	dropAll(t, tp.Peer)
+	c.waitFor(t, "a segment sent again while the peer drops", func(s StreamStatus) bool { return s.RetransSegs > 0 })
+	undropAll(t, tp.Peer)
+	before = st.RoundTrips
+	c.waitFor(t, "round-trips after the drop", func(s StreamStatus) bool { return s.RoundTrips >= before+10 })
 
 	st = c.stop(t)
 	t.Logf("final: %+v", st)
+}
+
+const dropTable = "testproxy-drop"
+
+// dropAll makes netns n drop every packet it receives: a base input chain
+// whose policy is drop.
+func dropAll(t *testing.T, n ns.NetNS) {
+	t.Helper()
+	err := n.Do(func(ns.NetNS) error {
+		c, err := gnft.New()
+		if err != nil {
+			return err
+		}
+		drop := gnft.ChainPolicyDrop
+		tab := c.AddTable(&gnft.Table{Family: gnft.TableFamilyINet, Name: dropTable})
+		c.AddChain(&gnft.Chain{Name: "input", Table: tab, Type: gnft.ChainTypeFilter,
+			Hooknum: gnft.ChainHookInput, Priority: gnft.ChainPriorityFilter, Policy: &drop})
+		return c.Flush()
+	})
+	if err != nil {
+		t.Fatalf("dropping the peer's packets: %v", err)
+	}
+}
+
+func undropAll(t *testing.T, n ns.NetNS) {
+	t.Helper()
+	err := n.Do(func(ns.NetNS) error {
+		c, err := gnft.New()
+		if err != nil {
+			return err
+		}
+		c.DelTable(&gnft.Table{Family: gnft.TableFamilyINet, Name: dropTable})
+		return c.Flush()
+	})
+	if err != nil {
+		t.Fatalf("letting the peer's packets in again: %v", err)
+	}
 }
 
 func hostOf(addr string) string {
