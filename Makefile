@@ -33,15 +33,16 @@ build:
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/mesh-cni-validator ./cmd/mesh-cni-validator
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/mesh-cni-metrics-proxy ./cmd/mesh-cni-metrics-proxy
 
-## test: every test (the README's test command); lint first, it fails fast. Then three lanes side
-## by side (hack/lanes.sh): the host's tests (unit, fuzz, chart, Istio's install-cni), the kind
-## clusters (test-e2e-ci) and the Cilium cluster's cilium spec, which mostly wait on pods; every
-## image they use is built before.
+## test: every test (the README's test command); lint first, it fails fast. Then the registry and
+## the two releases of test-e2e-ci (hack/e2e-registry.sh), and three lanes side by side
+## (hack/lanes.sh): the host's tests (unit, fuzz, chart, Istio's install-cni), the kind clusters
+## of test-e2e-ci from that registry, and the Cilium cluster's cilium spec (this checkout's chart
+## and image tarball), which mostly wait on pods; every image they use is built before.
 test: lint deps build release-compile k8s-bins istio-bins release-tools chart-tools image-tar testproxy-tar kind-image flannel-tar istio-images cilium-tar
-	@bash hack/lanes.sh \
+	@bash hack/e2e-registry.sh bash hack/lanes.sh \
 	  host '$(MAKE) --no-print-directory test-unit test-fuzz test-chart test-istio-install-cni' \
-	  kind '$(MAKE) --no-print-directory test-e2e-ci' \
-	  cilium '$(MAKE) --no-print-directory e2e-cilium-cluster E2E_LABELS=cilium'
+	  kind '$(MAKE) --no-print-directory e2e-ci-clusters' \
+	  cilium 'env -u E2E_RELEASE -u E2E_PREVIOUS_RELEASE -u E2E_REGISTRY_PORT $(MAKE) --no-print-directory e2e-cilium-cluster E2E_LABELS=cilium'
 
 ## lint: go vet (the e2e suite with its build tag too), then golangci-lint with .golangci.yml
 ## (pinned in hack/lint/go.mod, built once by hack/build-tools.sh)
