@@ -108,12 +108,15 @@ ldflags="-s -w -X github.com/mesh-cni/mesh-cni/internal/version.Version=$VERSION
 epoch=$(git log -1 --format=%ct 2>/dev/null || echo 0)
 created=$(date -u -d "@$epoch" +%Y-%m-%dT%H:%M:%SZ)
 
+# Not niced: under nice a release (TestRelease's among them) waits behind
+# every process at normal priority, so its time would depend on the
+# machine's other work.
 manifests=()
 for arch in "${ARCHES[@]}"; do
   dir=$OUT/bin/linux-$arch
   for b in "${BINARIES[@]}"; do
     GOOS=linux GOARCH=$arch CGO_ENABLED=0 GOFLAGS=-buildvcs=false \
-      nice "$GO" build -trimpath -ldflags "$ldflags" -o "$dir/${b%%:*}" "${b#*:}" || die "building ${b%%:*} for $arch"
+      "$GO" build -trimpath -ldflags "$ldflags" -o "$dir/${b%%:*}" "${b#*:}" || die "building ${b%%:*} for $arch"
   done
   log "built linux/$arch binaries ($(du -sh "$dir" | cut -f1))"
   layer=$OUT/layers/linux-$arch.tar
