@@ -142,9 +142,25 @@ func restartCilium(ctx context.Context) (rewrites int) {
 	return rewrites
 }
 
+// ciliumPace is how often the churn creates a meshed pod, on each node in
+// turn: one per node every 6 s on two nodes, a third of what a Cilium agent
+// admits. Its endpoint-create API takes 0.5 requests/s (burst 4) and has a
+// request wait at most 60 s before answering 429, after which the kubelet
+// backs off (cilium/cilium v1.20.2 daemon/restapi/api_limits.go:58-67);
+// pods queued behind an agent's restart reach it together. At the 1.5 s of
+// the upgrade spec they queued long enough there for the kubelet's retry to
+// miss the wait below.
+const ciliumPace = 3 * time.Second
+
+// ciliumStartBound is how long the churn's pods get, together, to start
+// once the churn ends: Cilium's own budget for one sandbox ("Kubelet has a
+// PodSandbox creation timeout of 4 minutes, in total", same file, line 66).
+const ciliumStartBound = 4 * time.Minute
+
 // ciliumChurn is what one cni.exclusive setting does to meshed pods: while
-// a meshed pod is created every 1.5 s on each node in turn, every agent is
-// restarted, rounds times; each node's conflist is sampled meanwhile.
+// a meshed pod is created every ciliumPace on each node in turn, every
+// agent is restarted, rounds times; each node's conflist is sampled
+// meanwhile.
 type ciliumChurn struct {
 	rewrites     int
 	agentWrites  []int // per agent running at the end, its rewrites
@@ -162,7 +178,7 @@ func churnCilium(ctx context.Context, rounds int) ciliumChurn {
 
 	var c ciliumChurn
 	samplers := startChainSamplers()
-	load := startMeshedLoad(ns, nodeNames)
+	load := startLoad(ns, "v", nodeNames, linkerd, ciliumPace)
 	for i := 1; i <= rounds; i++ {
 		phase := fmt.Sprintf("cilium restart %d", i)
 		c.phases = append(c.phases, phase)
@@ -171,7 +187,7 @@ func churnCilium(ctx context.Context, rounds int) ciliumChurn {
 		c.rewrites += restartCilium(ctx)
 	}
 	load.phase("settled")
-	time.Sleep(3 * time.Second) // pacing: pods of the settled phase too, after the last restart
+	time.Sleep(ciliumPace) // pacing: a pod of the settled phase too, after the last restart
 	created := load.stop()
 	c.report = samplers.stop()
 	for _, p := range ciliumAgents(ctx) {
@@ -191,8 +207,12 @@ func churnCilium(ctx context.Context, rounds int) ciliumChurn {
 
 	By("every pod of every phase runs, and whether its traffic reaches its proxy")
 	c.perPhase = map[string]int{}
+	names := make([]string, len(created))
+	for i, p := range created {
+		names[i] = p.name
+	}
+	waitAllRunning(ctx, ns, names, testenv.Scale(ciliumStartBound))
 	for _, p := range created {
-		waitRunning(ctx, ns, p.name)
 		if meshedOutbound(ns, p.name, peer.Status.PodIP) {
 			c.perPhase[p.phase]++
 		} else {
@@ -200,7 +220,8 @@ func churnCilium(ctx context.Context, rounds int) ciliumChurn {
 		}
 	}
 	AddReportEntry("pods created and redirected per phase", c.perPhase)
-	GinkgoWriter.Printf("pods created and redirected per phase: %v; unredirected: %v\n", c.perPhase, c.unredirected)
+	GinkgoWriter.Printf("pods created and redirected per phase: %v; unredirected: %v; sandbox attempts Cilium failed (its agent restarting or its API's 429), retried by the kubelet: %d\n",
+		c.perPhase, c.unredirected, sandboxFailures(ctx, ns, "v-"))
 	return c
 }
 

@@ -194,13 +194,31 @@ func waitRunning(ctx context.Context, ns, name string) *corev1.Pod {
 		var err error
 		pod, err = client.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
 		g.Expect(err).NotTo(HaveOccurred())
-		g.Expect(pod.Status.Phase).To(Equal(corev1.PodRunning), "pod %s: %s", name, podProblem(pod))
-		g.Expect(pod.Status.PodIP).NotTo(BeEmpty())
-		for _, cs := range pod.Status.ContainerStatuses {
-			g.Expect(cs.Ready).To(BeTrue(), "container %s of %s", cs.Name, name)
-		}
+		expectRunning(g, pod)
 	}).WithTimeout(testenv.Scale(2 * time.Minute)).WithPolling(time.Second).Should(Succeed())
 	return pod
+}
+
+// expectRunning: the pod runs, has its address and every container is ready.
+func expectRunning(g Gomega, pod *corev1.Pod) {
+	g.Expect(pod.Status.Phase).To(Equal(corev1.PodRunning), "pod %s: %s", pod.Name, podProblem(pod))
+	g.Expect(pod.Status.PodIP).NotTo(BeEmpty(), "pod %s", pod.Name)
+	for _, cs := range pod.Status.ContainerStatuses {
+		g.Expect(cs.Ready).To(BeTrue(), "container %s of %s", cs.Name, pod.Name)
+	}
+}
+
+// waitAllRunning waits until every named pod runs with its containers
+// ready, within one bound for all of them: pods queued together behind a
+// primary's restart are served together, at the primary's pace.
+func waitAllRunning(ctx context.Context, ns string, names []string, bound time.Duration) {
+	Eventually(ctx, func(g Gomega) {
+		for _, name := range names {
+			pod, err := client.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+			g.Expect(err).NotTo(HaveOccurred())
+			expectRunning(g, pod)
+		}
+	}).WithTimeout(bound).WithPolling(2 * time.Second).Should(Succeed())
 }
 
 func podProblem(p *corev1.Pod) string {
