@@ -242,6 +242,7 @@ func withoutMesh(types []string) []string {
 }
 
 func uninstall(ctx context.Context) {
+	stops := followAgentStops(ctx)
 	switch env.Install {
 	case "helm":
 		out, err := run(tool("HELM", "helm"), helmArgs("uninstall", release, "--namespace", meshNamespace, "--wait", "--timeout", timeoutFlag(3*time.Minute))...)
@@ -261,6 +262,7 @@ func uninstall(ctx context.Context) {
 		}
 		return n
 	}).WithTimeout(testenv.Scale(3 * time.Minute)).WithPolling(2 * time.Second).Should(BeZero())
+	stops.expectUninstalled()
 }
 
 func reinstall(ctx context.Context) {

@@ -37,8 +37,9 @@ var (
 // startControllers runs the pod cache and the repair controller on one
 // shared informer over this node's pods: one list and watch, one copy of
 // each pod. It returns a lookup of a pod's UID in that informer.
-func startControllers(ctx context.Context, core corev1client.CoreV1Interface, cfg *config, log *slog.Logger) func(namespace, name string) types.UID {
-	pods := nodepods.New(core, cfg.nodeName)
+func startControllers(ctx context.Context, c *clients, cfg *config, log *slog.Logger) func(namespace, name string) types.UID {
+	core := c.core
+	pods := nodepods.New(c.pods, cfg.nodeName)
 	pc := podcache.NewShared(core, pods)
 	go func() {
 		if err := podcache.Serve(ctx, pc, filepath.Join(cfg.runDir, "agent.sock")); err != nil && ctx.Err() == nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"time"
 	"unicode/utf8"
 
@@ -26,25 +27,42 @@ import (
 // instead of the full clientset: linking every group's client costs the
 // agent several MiB of RSS (docs/benchmarks.md).
 type clients struct {
-	core   corev1client.CoreV1Interface
-	apps   appsv1client.AppsV1Interface // the DaemonSet lookup at stop
+	core   corev1client.CoreV1Interface // requests, each bounded by restConfig's Timeout
+	pods   corev1client.PodsGetter      // the node's pod informer: a long-running watch
+	apps   appsv1client.AppsV1Interface // the DaemonSet probe's watch and the lookups at stop
 	events eventsv1client.EventsV1Interface
 }
 
 // newClients builds them from the pod's service account, reading the token
 // file on every refresh so rotation needs nothing from us.
 func newClients(o kubeconfig.Options) (*clients, error) {
-	rc := restConfig(o)
-	// One HTTP client (one connection pool, one token source) for both.
+	return clientsFor(restConfig(o))
+}
+
+// clientsFor builds them on one transport (one connection pool, one token
+// source). A watch is a request whose answer lasts until the API server
+// ends it (after its min-request-timeout, 30 to 60 min) or we do, and an
+// http.Client's Timeout covers reading the whole answer: with it, every
+// watch was cut after rc.Timeout and opened again, and the DaemonSet
+// probe was blind between the two, which is when an uninstall could be
+// missed. So watches go through a client without that Timeout; their
+// other calls (the probe's lookups, the rollout checks) carry their own
+// deadlines.
+func clientsFor(rc *rest.Config) (*clients, error) {
 	hc, err := rest.HTTPClientFor(rc)
 	if err != nil {
 		return nil, err
 	}
+	watching := &http.Client{Transport: hc.Transport}
 	core, err := corev1client.NewForConfigAndClient(rc, hc)
 	if err != nil {
 		return nil, err
 	}
-	apps, err := appsv1client.NewForConfigAndClient(rc, hc)
+	pods, err := corev1client.NewForConfigAndClient(rc, watching)
+	if err != nil {
+		return nil, err
+	}
+	apps, err := appsv1client.NewForConfigAndClient(rc, watching)
 	if err != nil {
 		return nil, err
 	}
@@ -52,7 +70,7 @@ func newClients(o kubeconfig.Options) (*clients, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &clients{core: core, apps: apps, events: ev}, nil
+	return &clients{core: core, pods: pods, apps: apps, events: ev}, nil
 }
 
 // restConfig reaches the API server as the pod's service account.

@@ -88,7 +88,7 @@ func run(cfg *config, log *slog.Logger) error {
 	rec := eventRecorder(ctx, api.client, cfg.nodeName)
 	var uidOf func(namespace, name string) types.UID
 	if api.client != nil {
-		uidOf = startControllers(ctx, api.client.core, cfg, log)
+		uidOf = startControllers(ctx, api.client, cfg, log)
 	}
 	a := agent.New(agentOptions(ctx, cfg, in, backendName, api, rec, log))
 	seenDeleted := func() bool { return false }

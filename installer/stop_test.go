@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 	appsv1client "k8s.io/client-go/kubernetes/typed/apps/v1"
+	"k8s.io/client-go/rest"
 
 	"github.com/mesh-cni/mesh-cni/internal/testsupport/testenv"
 )
@@ -103,5 +104,52 @@ func TestStopSeesADeletionStillOnItsWay(t *testing.T) {
 	u, why := shouldUninstall(client.AppsV1(), cfg, func() bool { return probe.deletedWithin(testenv.Timeout()) })
 	if !u || !strings.Contains(why, "was deleted") {
 		t.Fatalf("a deletion the watch delivered after SIGTERM: uninstall=%v (%s), want an uninstall", u, why)
+	}
+}
+
+// The agent's clients bound every request by restConfig's Timeout. A watch
+// is one request whose answer lasts: bounded the same way it was cut and
+// reopened every Timeout, and the DaemonSet probe missed an uninstall that
+// came between two watches (its RBAC gone by the next lookup). Here the
+// Timeout is 1 s and the watches must outlive it.
+func TestWatchesOutliveTheRequestTimeout(t *testing.T) {
+	env := testenv.Start(t)
+	ns, _, token := agentClient(t, env)
+	rc := env.TokenConfig(token)
+	rc.Timeout = time.Second
+	c, err := clientsFor(rc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	cfg := &config{uninstallMode: "auto", namespace: ns, daemonSetName: "mesh-cni"}
+	probe, stopProbe := startProbe(ctx, c.apps, cfg, slog.New(slog.DiscardHandler))
+	defer stopProbe()
+	testenv.EventuallyTrue(t, "the probe watches the DaemonSet", probe.watching.Load)
+	pods, err := c.pods.Pods(ns).Watch(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pods.Stop()
+
+	outlived := time.After(3 * rc.Timeout) // how long the watches must last: not a speed bound
+	for done := false; !done; {
+		select {
+		case _, open := <-pods.ResultChan():
+			if !open {
+				t.Fatalf("the pod watch was closed within %s (request timeout %s)", 3*rc.Timeout, rc.Timeout)
+			}
+		case <-outlived:
+			done = true
+		}
+	}
+	if n := probe.opened.Load(); n != 1 || !probe.watching.Load() {
+		t.Fatalf("the DaemonSet probe opened %d watches in %s (request timeout %s), watching now: %v; want one, still open",
+			n, 3*rc.Timeout, rc.Timeout, probe.watching.Load())
+	}
+	// Requests stay bounded: the request clients keep the Timeout.
+	if got := c.core.RESTClient().(*rest.RESTClient).Client.Timeout; got != rc.Timeout {
+		t.Fatalf("the core client's request timeout is %s, want %s", got, rc.Timeout)
 	}
 }

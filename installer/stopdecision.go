@@ -35,6 +35,7 @@ type dsProbe struct {
 	allowed    atomic.Bool  // a GET was answered once
 	deleted    atomic.Bool  // the last word of the API server: deleted
 	watching   atomic.Bool  // a watch is open
+	opened     atomic.Int32 // watches opened so far
 }
 
 // stopWatchWait bounds how long the decision at stop waits for an open
@@ -66,9 +67,9 @@ func (p *dsProbe) deletedWithin(d time.Duration) bool {
 	return p.deleted.Load()
 }
 
-// run GETs the DaemonSet and watches it from there, again after every
-// closed watch, backing off on p.backoff (zero: up to a minute, jittered)
-// while the API does not answer.
+// run GETs the DaemonSet and watches it from there, again at once after a
+// watch that ran, backing off on p.backoff (zero: up to a minute,
+// jittered) while the API does not answer or ends watches at once.
 func (p *dsProbe) run(ctx context.Context) {
 	b := p.backoff
 	if b == (wait.Backoff{}) {
@@ -77,16 +78,22 @@ func (p *dsProbe) run(ctx context.Context) {
 	next := b.DelayFunc()
 	for ctx.Err() == nil {
 		var d time.Duration
-		if rv, err := p.get(ctx); err != nil {
+		rv, err := p.get(ctx)
+		if err != nil {
 			d = next()
 			p.log.Debug("cannot look up the DaemonSet", "err", err, "retry_in", d)
-		} else if err := p.watch(ctx, rv); err != nil {
-			d = next()
-			p.log.Debug("cannot watch the DaemonSet", "err", err, "retry_in", d)
 		} else {
-			// A watch the API server ended in time: start the backoff over.
-			next = b.DelayFunc()
-			d = next()
+			start := time.Now()
+			err = p.watch(ctx, rv)
+			if time.Since(start) < time.Second {
+				// Refused, or ended at once: not a watch to reopen at once.
+				d = next()
+			} else {
+				// A watch that ran until the API server (or the network)
+				// ended it: the probe is blind until the next one is open.
+				next = b.DelayFunc()
+			}
+			p.log.Debug("the DaemonSet watch ended", "err", err, "retry_in", d)
 		}
 		select {
 		case <-ctx.Done():
@@ -125,6 +132,7 @@ func (p *dsProbe) watch(ctx context.Context, rv string) error {
 		return err
 	}
 	defer w.Stop()
+	p.opened.Add(1)
 	p.watching.Store(true)
 	defer p.watching.Store(false)
 	for ev := range w.ResultChan() {
