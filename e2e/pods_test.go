@@ -210,8 +210,13 @@ func expectRunning(g Gomega, pod *corev1.Pod) {
 
 // waitAllRunning waits until every named pod runs with its containers
 // ready, within one bound for all of them: pods queued together behind a
-// primary's restart are served together, at the primary's pace.
+// primary's restart are served together, at the primary's pace. It says
+// how much of the bound the wait took, the margin a slower machine has.
 func waitAllRunning(ctx context.Context, ns string, names []string, bound time.Duration) {
+	start := time.Now()
+	defer func() {
+		GinkgoWriter.Printf("%d pods running after %s of the %s bound\n", len(names), time.Since(start).Round(time.Second), bound)
+	}()
 	Eventually(ctx, func(g Gomega) {
 		for _, name := range names {
 			pod, err := client.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
