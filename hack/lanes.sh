@@ -7,7 +7,9 @@
 #   hack/lanes.sh <name> <command> [<name> <command>]...
 #
 # Every lane runs to its end even when another failed, so one run reports
-# every failure. An interrupt stops every lane.
+# every failure. An interrupt stops every lane. After the summary, each
+# failed lane's failure lines (Go's, Ginkgo's, make's) are printed again,
+# so the last lines of a long run say what failed, not only where.
 set -euo pipefail
 set -m # each lane in a process group of its own, stopped as a whole
 
@@ -27,7 +29,7 @@ while [ $# -gt 0 ]; do
 	(
 		start=$SECONDS
 		rc=0
-		bash -o pipefail -c "$cmd" 2>&1 | sed -u "s/^/[$name] /" || rc=$?
+		bash -o pipefail -c "$cmd" 2>&1 | tee "$took/out.${#names[@]}" | sed -u "s/^/[$name] /" || rc=$?
 		echo $((SECONDS - start)) >"$took/${#names[@]}"
 		exit "$rc"
 	) &
@@ -44,6 +46,16 @@ for i in "${!pids[@]}"; do
 		summary+=("lane ${names[$i]}: FAILED (exit status $rc) in $s s")
 		failed=1
 	fi
+done
+# What failed, at most 10 lines a lane (the first failures matter most), each
+# cut to 240 characters; a lane whose failure left no such line shows its
+# last 10 lines instead.
+for i in "${!pids[@]}"; do
+	case ${summary[$i]} in *FAILED*) ;; *) continue ;; esac
+	echo "--- lane ${names[$i]}: what failed"
+	awk '/^[[:space:]]*--- FAIL|^FAIL|^panic:|\[(FAIL|FAILED|PANICKED)\]|_test\.go:[0-9]+: |make(\[[0-9]+\])?: \*\*\*/ {
+		if (n++ < 10) print substr($0, 1, 240)
+	} END { exit n == 0 }' "$took/out.$i" || tail -n 10 "$took/out.$i" | cut -c1-240
 done
 printf '%s\n' "${summary[@]}"
 exit "$failed"
