@@ -101,7 +101,7 @@ func TestIstioBothPlugins(t *testing.T) {
 							if _, err := cni.AddNetworkList(ctx, list, diffRuntime(p, kp)); err != nil {
 								return err
 							}
-							bothRan(t, p, label)
+							bothRan(t, p, name+"/"+label)
 							return nil
 						})
 						want := alone
