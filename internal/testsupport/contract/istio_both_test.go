@@ -81,10 +81,12 @@ func TestIstioBothPlugins(t *testing.T) {
 				})
 				for _, mode := range istioModes {
 					for _, order := range chainOrders {
-						if !order.meshFirst && name == "edge-tproxy-dns" {
-							// The tproxy golden's kept runs show the
-							// same blackhole; these would wait out 30
-							// more connect timeouts (about 60 s).
+						if !order.meshFirst && strings.HasPrefix(name, "edge-") {
+							// The kept order, outside any migration,
+							// on the goldens only: the edge cases'
+							// annotations meet the same hooks, and
+							// edge-tproxy-dns would wait out 30 more
+							// connect timeouts (about 60 s).
 							continue
 						}
 						label := fmt.Sprintf("%s: mesh-cni %s, istio-cni %s", order.name, bname, mode)
@@ -110,7 +112,8 @@ func TestIstioBothPlugins(t *testing.T) {
 							label += " (expected: mesh-cni alone, but TCP over eth0 without answer)"
 						}
 						run.compare(t, name, label, both, berr, want, aerr)
-						if (berr == nil) != (aerr == nil) || !maps.Equal(both, want) {
+						_, listed := run.reason(name, "ADD")
+						if ((berr == nil) != (aerr == nil) && !listed) || (berr == nil && aerr == nil && !maps.Equal(both, want)) {
 							t.Logf("%s/%s: the pod netns's rules:\n%s", name, label, netnsRules(tp))
 						}
 						delBoth(t, cni, list, tp, kp, label)
