@@ -45,11 +45,12 @@ var bothDiffer = map[[2]string]string{
 // fresh network namespaces with both plugins in one chain, as a pod gets
 // them while both entries are in the primary's conflist: libcni runs the
 // list (mesh-cni with each backend, istio-cni in each mode, in each order
-// of chainOrders), each plugin getting the one before it's result. Every
-// probe must land where it lands with mesh-cni alone (same backend).
-// Then DEL of the list (reverse order, as libcni runs it) must leave
-// none of our rules or policy routes. Where a pod's landings differ, the
-// rules in its netns are logged.
+// of chainOrders; the kept order on the goldens only), each plugin
+// getting the result of the one before it. Every probe must land where it
+// lands with mesh-cni alone (same backend), but for what
+// savedMarkBlackholes measured. Then DEL of the list (reverse order, as
+// libcni runs it) must leave none of our rules or policy routes. Where a
+// pod's landings differ, the rules in its netns are logged.
 func TestIstioBothPlugins(t *testing.T) {
 	testenv.NeedRoot(t)
 	files := fixtures(t, "testdata/istio/*.yaml")
