@@ -304,8 +304,14 @@ func tproxyChains(s Spec) []Chain {
 
 	in := Chain{Name: ChainTProxyInbound, Hook: PreRouting}
 	in.Rules = append(in.Rules, excludeIfaceRules(s, true)...)
+	// The mark is saved for packets that come in on lo only: the
+	// proxy's transparent upstream sockets carry it from their socket mark.
+	// A packet from another interface crosses from another netns, which
+	// clears its mark, so it has the mark here only if another plugin's
+	// mangle chain (istio-cni's, chained with ours: docs/istio.md) set it
+	// on an inbound connection; saved, replies would take RouteTable to lo.
 	in.Rules = append(in.Rules,
-		Rule{Proto: TCP, Mark: mark, Verdict: Verdict{Kind: ConnmarkSave}, Comment: cm("tproxy-save-mark")},
+		Rule{Proto: TCP, InIface: "lo", Mark: mark, Verdict: Verdict{Kind: ConnmarkSave}, Comment: cm("tproxy-save-mark")},
 		Rule{Proto: TCP, Mark: mark, Verdict: ret, Comment: cm("tproxy-marked")})
 	if s.LoopbackToInbound {
 		in.Rules = append(in.Rules,

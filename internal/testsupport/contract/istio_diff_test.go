@@ -199,14 +199,7 @@ var istioModes = []string{"iptables", "nftables"}
 // istioAdd runs istio-cni's ADD as Istio's installer chains it for
 // sidecar mode (cni/pkg/install/cniconfig.go), iptables or nftables mode.
 func istioAdd(tp *testenv.Topo, kp *corev1.Pod, dir, runDir string, nftables bool) error {
-	c := map[string]any{
-		"cniVersion": "1.0.0", "name": "diff", "type": "istio-cni",
-		"plugin_log_level": "error", "cni_agent_run_dir": runDir, "ambient_enabled": false,
-		"enablement_selectors": []any{}, "exclude_namespaces": []string{"kube-system"},
-		"pod_namespace": "istio-system", "native_nftables": nftables,
-		"prevResult": diffPrevResult(tp),
-	}
-	b, _ := json.Marshal(c)
+	b, _ := json.Marshal(istioConf(tp, runDir, nftables))
 	conf, err := libcni.NetworkPluginConfFromBytes(b)
 	if err != nil {
 		return err
@@ -216,6 +209,18 @@ func istioAdd(tp *testenv.Topo, kp *corev1.Pod, dir, runDir string, nftables boo
 	defer cancel()
 	_, err = cni.AddNetwork(ctx, conf, diffRuntime(tp, kp))
 	return err
+}
+
+// istioConf is istio-cni's entry as Istio's installer writes it for
+// sidecar mode, with the primary's result.
+func istioConf(tp *testenv.Topo, runDir string, nftables bool) map[string]any {
+	return map[string]any{
+		"cniVersion": "1.0.0", "name": "diff", "type": "istio-cni",
+		"plugin_log_level": "error", "cni_agent_run_dir": runDir, "ambient_enabled": false,
+		"enablement_selectors": []any{}, "exclude_namespaces": []string{"kube-system"},
+		"pod_namespace": "istio-system", "native_nftables": nftables,
+		"prevResult": diffPrevResult(tp),
+	}
 }
 
 func proxyEnv(kp *corev1.Pod, name string) string {
