@@ -1,11 +1,13 @@
 package testenv
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 )
@@ -80,6 +82,33 @@ func WaitFor(timeout time.Duration, cond func() error) error {
 		time.Sleep(wait)
 		if wait < 100*time.Millisecond {
 			wait *= 2
+		}
+	}
+}
+
+// WaitProgress polls pending every poll until it returns nothing, and
+// fails only when the number pending has not gone down for stall: work
+// served at another component's pace (pods queued behind a restarting
+// CNI agent) takes longer on a slower machine, yet one item stuck for
+// stall still fails. It returns the items still pending then, or ctx's
+// error. The whole wait is at most one stall per item.
+func WaitProgress(ctx context.Context, stall, poll time.Duration, pending func() []string) error {
+	best, since := -1, time.Now()
+	for {
+		left := pending()
+		if len(left) == 0 {
+			return nil
+		}
+		if best < 0 || len(left) < best {
+			best, since = len(left), time.Now()
+		}
+		if time.Since(since) > stall {
+			return fmt.Errorf("%d still pending, none done for %v: %s", len(left), stall, strings.Join(left, "; "))
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%d still pending: %w: %s", len(left), ctx.Err(), strings.Join(left, "; "))
+		case <-time.After(poll):
 		}
 	}
 }
