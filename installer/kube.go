@@ -229,6 +229,7 @@ var nodeAction = map[string]string{
 	agent.ReasonRefused:   "Chain",
 	agent.ReasonRechained: "Rechain",
 	agent.ReasonFight:     "Rechain",
+	agent.ReasonOtherMesh: "Chain",
 }
 
 // podWarner puts the plugin's reports a person must see (agent.PodWarning)

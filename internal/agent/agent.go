@@ -69,6 +69,10 @@ const (
 	// ReasonFight: re-chains come so often that something keeps removing
 	// the entry (install.WatchOptions.FightCount within FightWindow).
 	ReasonFight = "MeshCNIConfigFight"
+	// ReasonOtherMesh: another mesh's CNI plugin is chained beside ours
+	// (install.Result.Others); once each time the set of them changes to
+	// a non-empty one.
+	ReasonOtherMesh = "MeshCNIOtherMeshChained"
 )
 
 // Agent is safe for concurrent use by the HTTP handlers.
@@ -87,6 +91,7 @@ type Agent struct {
 	lastFail     string
 	readyOnce    sync.Once
 	lastKubeFail string
+	lastOthers   string // the other mesh plugins last warned about
 	publishCh    chan Status
 	// prev is the marker (or Node status) an earlier run left: its time
 	// carries over when this run comes up ready in the same state.
@@ -165,6 +170,7 @@ func (a *Agent) onPass(st install.State) {
 	if st.Fight != "" {
 		a.event(EventWarning, ReasonFight, st.Fight)
 	}
+	a.noteOthers(st)
 	if t := st.Takeover; t.From != "" {
 		metrics.TakeoverReplaced.WithLabelValues(t.From).Add(float64(st.Replaced))
 		metrics.Takeover.WithLabelValues(t.From).Set(map[bool]float64{false: 1, true: 0}[t.Done])

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -33,6 +34,10 @@ type Status struct {
 	// HandedBack (handBackTo) names the plugin the node went back to:
 	// its entry is in the primary and mesh-cni's is out.
 	HandedBack string `json:"handedBack,omitempty"`
+	// Others names the other mesh CNI plugins chained beside mesh-cni in
+	// the primary (install.Result.Others): the node stays ready, since
+	// most pods still work, but mesh-cnictl check fails on it.
+	Others []string `json:"others,omitempty"`
 }
 
 // update recomputes readiness and brings marker, gauge and Node status in
@@ -64,7 +69,8 @@ func (a *Agent) verdict() Status {
 	} else if !a.kubeDone {
 		reasons = append(reasons, "kubeconfig not written yet")
 	}
-	st := Status{Ready: len(reasons) == 0, Reason: strings.Join(reasons, "; "), Takeover: a.inst.Takeover.String(), HandedBack: a.inst.HandedBack}
+	st := Status{Ready: len(reasons) == 0, Reason: strings.Join(reasons, "; "), Takeover: a.inst.Takeover.String(), HandedBack: a.inst.HandedBack,
+		Others: a.inst.Others}
 	st.Marker = node.Marker{
 		Version: a.o.Version,
 		Backend: a.o.Backend,
@@ -156,9 +162,11 @@ func (a *Agent) announce(st Status, changed bool) {
 			a.o.Log.Warn("not ready", "reason", st.Reason)
 		}
 	}
-	// A takeover starting or ending, and a hand-back, are published too; they do not move
-	// the ready time.
-	publish := changed || takeoverPhase(st.Takeover) != takeoverPhase(a.status.Takeover) || st.HandedBack != a.status.HandedBack
+	// A takeover starting or ending, a hand-back, and another mesh's plugin
+	// chained beside ours or gone are published too; they do not move the
+	// ready time.
+	publish := changed || takeoverPhase(st.Takeover) != takeoverPhase(a.status.Takeover) || st.HandedBack != a.status.HandedBack ||
+		!slices.Equal(st.Others, a.status.Others)
 	a.status = st
 	if publish && a.o.Publish != nil {
 		// Only the newest status matters: replace one not yet taken.
@@ -189,4 +197,22 @@ func takeoverPhase(s string) string {
 		return s[:i]
 	}
 	return s
+}
+
+// noteOthers puts a Warning Event on the Node when another mesh's plugin
+// is first found chained beside ours, and again when the set changes. A
+// failed pass says nothing about the primary and changes nothing.
+func (a *Agent) noteOthers(st install.State) {
+	if st.Err != nil {
+		return
+	}
+	o := strings.Join(st.Others, ",")
+	a.mu.Lock()
+	first := o != "" && o != a.lastOthers
+	a.lastOthers = o
+	a.mu.Unlock()
+	if first {
+		a.event(EventWarning, ReasonOtherMesh, fmt.Sprintf("%s is chained beside mesh-cni in %s: %s; %s",
+			strings.Join(st.Others, " and "), st.Conf, node.OtherMeshEffect, node.OtherMeshFix(st.Others[0])))
+	}
 }

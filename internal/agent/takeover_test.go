@@ -2,12 +2,15 @@ package agent
 
 import (
 	"os"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/mesh-cni/mesh-cni/internal/agent/install"
 	"github.com/mesh-cni/mesh-cni/internal/agent/metrics"
+	"github.com/mesh-cni/mesh-cni/internal/node"
 	"github.com/mesh-cni/mesh-cni/internal/testsupport/testenv"
 )
 
@@ -82,4 +85,56 @@ func TestHandBackStatus(t *testing.T) {
 	if !strings.Contains(string(b), "istio-cni") || strings.Contains(string(b), "mesh-cni") {
 		t.Errorf("conflist:\n%s", b)
 	}
+}
+
+// Without migrateFrom, istio-cni's entry stays and ours is chained after
+// it: the node stays ready, its Node status names istio-cni and a Warning
+// Event says what that does and the fix, once; when istio-cni's entry
+// goes, the status drops it.
+func TestOtherMeshStatusAndEvent(t *testing.T) {
+	var mu sync.Mutex
+	var warned []string
+	f := newFixtureMod(t, t.TempDir(), true, nil, func(c *install.Config, o *Options) {
+		o.Watch.Resync = 20 * time.Millisecond // passes that change nothing must not repeat the Event
+		o.Event = func(typ, reason, msg string) {
+			if typ == EventWarning {
+				mu.Lock()
+				warned = append(warned, reason+": "+msg)
+				mu.Unlock()
+			}
+		}
+	})
+	plain := string(fixtureBytes(t, "kindnet-ipv4.conflist"))
+	withIstio := strings.Replace(plain, "\n\t]\n}", ",\n\t{\"type\": \"istio-cni\", \"name\": \"istio-cni\"}\n\t]\n}", 1)
+	primary := f.conf + "/10-kindnet.conflist"
+	os.WriteFile(primary, []byte(withIstio), 0o644)
+	f.start(t)
+	last := func() Status {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		if len(f.published) == 0 {
+			return Status{}
+		}
+		return f.published[len(f.published)-1]
+	}
+	testenv.EventuallyTrue(t, "ready, istio-cni published", func() bool {
+		st := last()
+		return st.Ready && slices.Equal(st.Others, []string{"istio-cni"})
+	})
+	testenv.EventuallyTrue(t, "passes after the first", func() bool { f.a.mu.Lock(); defer f.a.mu.Unlock(); return f.a.passes > 5 })
+	mu.Lock()
+	if len(warned) != 1 || !strings.HasPrefix(warned[0], ReasonOtherMesh+": istio-cni is chained beside mesh-cni in "+primary) ||
+		!strings.Contains(warned[0], node.OtherMeshEffect) || !strings.Contains(warned[0], "--set migrateFrom=istio-cni") {
+		t.Errorf("warnings: %q", warned)
+	}
+	mu.Unlock()
+
+	// Istio's entry goes (its installer uninstalled): the status says so.
+	b, _ := os.ReadFile(primary)
+	os.WriteFile(primary+".tmp", []byte(strings.Replace(string(b), ",\n\t{\"type\": \"istio-cni\", \"name\": \"istio-cni\"}", "", 1)), 0o644)
+	os.Rename(primary+".tmp", primary)
+	testenv.EventuallyTrue(t, "istio-cni gone from the status", func() bool {
+		st := last()
+		return st.Ready && len(st.Others) == 0
+	})
 }

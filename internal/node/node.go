@@ -109,3 +109,18 @@ type Event struct {
 	PodUID    string  `json:"podUID,omitempty"`  // from CNI_ARGS, so the agent's Event lands on this pod
 	Message   string  `json:"message,omitempty"` // what failed, for a person (the error, clipped)
 }
+
+// OtherMeshEffect is what another mesh's CNI plugin chained beside mesh-cni
+// (istio-cni or linkerd-cni kept because migrateFrom does not name it)
+// does to the node's pods, as TestIstioBothPlugins measured (docs/istio.md,
+// "Both plugins in one chain"). The agent's log line and Event and
+// mesh-cnictl check all say it in these words.
+const OtherMeshEffect = "the node's pods get both plugins' redirection, and with the other plugin's entry first " +
+	"(the order kept when mesh-cni is chained after it) a TPROXY pod (Istio's interceptionMode: TPROXY) " +
+	"gets no answer on any TCP connection through eth0"
+
+// OtherMeshFix says how to leave the state OtherMeshEffect describes.
+func OtherMeshFix(plugin string) string {
+	return "to switch to mesh-cni, set migrateFrom=" + plugin + " (helm upgrade --reuse-values --set migrateFrom=" + plugin +
+		"; docs/istio.md or docs/linkerd.md); to keep " + plugin + ", uninstall mesh-cni"
+}

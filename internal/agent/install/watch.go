@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/fsnotify/fsnotify"
+
+	"github.com/mesh-cni/mesh-cni/internal/node"
 )
 
 // WatchOptions tune the loop; zero values take the defaults.
@@ -237,8 +239,8 @@ func (l *watchLoop) noteOthers(st State) {
 		return
 	}
 	if o != "" {
-		l.in.log.Warn("another mesh CNI plugin is chained in the same config: its pods get both plugins' redirection; to switch to mesh-cni set migrateFrom",
-			"conf", st.Conf, "plugins", o)
+		l.in.log.Warn("another mesh CNI plugin is chained in the same config: "+node.OtherMeshEffect,
+			"conf", st.Conf, "plugins", o, "fix", node.OtherMeshFix(st.Others[0]))
 	}
 	l.lastOthers = o
 }

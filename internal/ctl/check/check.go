@@ -91,6 +91,7 @@ func PostChecks() []Func {
 		APIReachable,
 		DaemonSetReady,
 		AgentsReady,
+		NoOtherMeshPlugin,
 		OwnNodePolicy,
 		VersionsMatch,
 		NoRepairCandidates,

@@ -32,6 +32,9 @@ type AgentStatus struct {
 	Ready  bool            `json:"ready"`
 	Reason string          `json:"reason,omitempty"`
 	Entry  json.RawMessage `json:"entry,omitempty"`
+	// Others names the other mesh CNI plugins the agent found chained
+	// beside mesh-cni in the node's primary config.
+	Others []string `json:"others,omitempty"`
 }
 
 // ParseAgentStatus reads a Node's status annotation: nil, nil when the

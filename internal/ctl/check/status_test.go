@@ -2,6 +2,7 @@ package check
 
 import (
 	"encoding/json"
+	"slices"
 	"testing"
 	"time"
 
@@ -19,7 +20,7 @@ func TestAgentStatusMatchesAgent(t *testing.T) {
 		t.Fatalf("refusal %q/%q, the agent says %q/%q", RefusedReason, RefusedEventReason, install.ErrRefused, agent.ReasonRefused)
 	}
 	at := time.Date(2026, 11, 22, 5, 0, 0, 0, time.UTC)
-	in := agent.Status{Ready: true, Reason: "r", Marker: node.Marker{Version: "v1", Backend: "nftables",
+	in := agent.Status{Ready: true, Reason: "r", Others: []string{"istio-cni"}, Marker: node.Marker{Version: "v1", Backend: "nftables",
 		Binary: "/opt/cni/bin/mesh-cni", Conf: "/etc/cni/net.d/10-kindnet.conflist", Kubeconfig: "/var/lib/mesh-cni/kubeconfig", Time: at}}
 	b, err := json.Marshal(in)
 	if err != nil {
@@ -29,7 +30,7 @@ func TestAgentStatusMatchesAgent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st.Marker != in.Marker || st.Ready != in.Ready || st.Reason != in.Reason {
+	if st.Marker != in.Marker || st.Ready != in.Ready || st.Reason != in.Reason || !slices.Equal(st.Others, in.Others) {
 		t.Errorf("read %+v from %s", *st, b)
 	}
 }
