@@ -5,9 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -54,23 +52,12 @@ var bothDiffer = map[[2]string]string{
 func TestIstioBothPlugins(t *testing.T) {
 	testenv.NeedRoot(t)
 	files := fixtures(t, "testdata/istio/*.yaml")
-	istioDir := istioCNIDir(t)
-	env := testenv.Start(t)
-	plugins := testenv.PluginDir(t)
-	testenv.TestProxy(t)
-	runDir := t.TempDir()
-	if err := os.Symlink(env.Kubeconfig, filepath.Join(runDir, "istio-cni-kubeconfig")); err != nil {
-		t.Fatal(err)
-	}
+	env, istioDir, plugins, runDir := istioRig(t)
 	run := newDiffRun("both plugins", bothDiffer)
 	pods := diffPods(t, files)
 	for _, d := range pods {
 		name, kp := d.name, d.pod
-		kp.UID = k8stypes.UID(kp.Name + "-uid") // as diffRuntime names it
-		w, err := promised(kp, d.img)
-		if err != nil {
-			t.Fatal(err)
-		}
+		w := d.promise(t)
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			createPod(t, env, kp)

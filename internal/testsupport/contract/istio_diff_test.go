@@ -102,23 +102,12 @@ func diffPods(t *testing.T, files []string) []diffPod {
 func TestIstioDifferential(t *testing.T) {
 	testenv.NeedRoot(t)
 	files := fixtures(t, "testdata/istio/*.yaml")
-	istioDir := istioCNIDir(t)
-	env := testenv.Start(t)
-	plugins := testenv.PluginDir(t)
-	testenv.TestProxy(t)
-	runDir := t.TempDir()
-	if err := os.Symlink(env.Kubeconfig, filepath.Join(runDir, "istio-cni-kubeconfig")); err != nil {
-		t.Fatal(err)
-	}
+	env, istioDir, plugins, runDir := istioRig(t)
 	run := newDiffRun("istio-cni", deliberate)
 	pods := diffPods(t, files)
 	for _, d := range pods {
 		name, kp := d.name, d.pod
-		kp.UID = k8stypes.UID(kp.Name + "-uid") // as diffRuntime names it
-		w, err := promised(kp, d.img)
-		if err != nil {
-			t.Fatal(err)
-		}
+		w := d.promise(t)
 		if w.refused != "" {
 			run.note(name, fmt.Sprintf("%s: not compared: mesh-cni refuses ADD (container %s pinned to the proxy's UID), istio-cni does not", name, w.refused))
 			continue
@@ -169,6 +158,35 @@ func istioCNIDir(t *testing.T) string {
 	}
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
 	return lines[len(lines)-1]
+}
+
+// istioRig is what the tests against istio-cni share: istio-cni built
+// (istioCNIDir), a real API server it reads pods from, its kubeconfig
+// under runDir where istio-cni looks for it, mesh-cni's plugins and the
+// test proxy.
+func istioRig(t *testing.T) (env *testenv.Env, istioDir, plugins, runDir string) {
+	t.Helper()
+	istioDir = istioCNIDir(t)
+	env = testenv.Start(t)
+	plugins = testenv.PluginDir(t)
+	testenv.TestProxy(t)
+	runDir = t.TempDir()
+	if err := os.Symlink(env.Kubeconfig, filepath.Join(runDir, "istio-cni-kubeconfig")); err != nil {
+		t.Fatal(err)
+	}
+	return env, istioDir, plugins, runDir
+}
+
+// promise gives the pod the UID diffRuntime names it by and returns what
+// it is promised.
+func (d diffPod) promise(t *testing.T) *promise {
+	t.Helper()
+	d.pod.UID = k8stypes.UID(d.pod.Name + "-uid")
+	w, err := promised(d.pod, d.img)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return w
 }
 
 // createPod puts the fixture pod (and its namespace) in the API server,
